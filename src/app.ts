@@ -1,0 +1,115 @@
+/**
+ * The composition root: `buildApp(deps)` wires config, store, providers and
+ * routes into a Fastify instance, and does not listen. Tests use it directly.
+ */
+import Fastify from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import type { DestinationStream, LoggerOptions } from 'pino';
+import type { Clock } from './clock.js';
+import { systemClock } from './clock.js';
+import type { GatewayConfig } from './config.js';
+import { Breaker } from './gateway/breaker.js';
+import { Catalog } from './gateway/catalog.js';
+import { CompletionService } from './gateway/completion.js';
+import { startSweeper } from './gateway/lease.js';
+import { Router } from './gateway/router.js';
+import { authenticateKey } from './http/auth.js';
+import { BODY_LIMIT_BYTES, installErrorHandling } from './http/errors.js';
+import { chatCompletionRoutes } from './http/routes/v1/chat-completions.js';
+import { accountRoutes } from './http/routes/v1/account.js';
+import { usageRoutes } from './http/routes/v1/usage.js';
+import { adminRoutes } from './http/routes/admin.js';
+import { healthRoutes } from './http/routes/health.js';
+import { newId } from './ids.js';
+import { Metrics } from './metrics.js';
+import { buildProviders } from './providers/registry.js';
+import type { ProviderAdapter } from './providers/types.js';
+import type { Store } from './store/types.js';
+
+export interface AppDeps {
+  config: GatewayConfig;
+  store: Store;
+  clock?: Clock;
+  /** Provider keys by variable name (from the environment, read once in main). */
+  env?: Readonly<Record<string, string | undefined>>;
+  /** Enables /admin/v1 when set. */
+  adminToken?: string | null;
+  logger?: { level?: string; stream?: DestinationStream } | false;
+  /** Replaces the adapters built from the config (tests). */
+  adapters?: ReadonlyMap<string, ProviderAdapter>;
+  /** A reservation's lease; renewed at a third of it. */
+  leaseMs?: number;
+  sweepEveryMs?: number;
+  defaultMetrics?: boolean;
+}
+
+const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const clock = deps.clock ?? systemClock;
+  const { config, store } = deps;
+  const providers = deps.adapters ? { adapters: deps.adapters, close: async () => {} } : buildProviders(config.providers, deps.env ?? {});
+  const catalog = new Catalog(config);
+  const breaker = new Breaker(config.routing.breaker.failures, config.routing.breaker.cooldown_ms, clock);
+  const router = new Router(catalog, providers.adapters, breaker);
+  const metrics = new Metrics({ defaultMetrics: deps.defaultMetrics ?? false });
+  const leaseMs = deps.leaseMs ?? 30_000;
+  const completions = new CompletionService({
+    store, catalog, router, breaker, clock, metrics, leaseMs, firstByteTimeoutMs: config.routing.first_byte_timeout_ms,
+  });
+
+  const app = Fastify({
+    logger: loggerOptions(deps.logger),
+    bodyLimit: BODY_LIMIT_BYTES,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : newId('req');
+    },
+    disableRequestLogging: false,
+    return503OnClosing: true,
+  });
+
+  app.decorateRequest('caller', null);
+  app.decorateRequest('arrivedAt', 0);
+  app.addHook('onRequest', async (request, reply) => {
+    request.arrivedAt = clock.now().getTime();
+    reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unknown';
+    metrics.requests.observe({ method: request.method, route, status: reply.statusCode }, reply.elapsedTime / 1000);
+  });
+  installErrorHandling(app);
+
+  healthRoutes(app, { store, metrics });
+  await app.register(async (v1) => {
+    v1.addHook('onRequest', async (request) => {
+      request.caller = await authenticateKey(store, request);
+    });
+    chatCompletionRoutes(v1, { store, completions, maxInFlight: config.limits.max_in_flight });
+    accountRoutes(v1, { store, catalog, clock });
+    usageRoutes(v1, { store, clock });
+  }, { prefix: '/v1' });
+  if (deps.adminToken) {
+    const adminToken = deps.adminToken;
+    await app.register(async (admin) => adminRoutes(admin, { store, clock, router, breaker, adminToken }), { prefix: '/admin/v1' });
+  }
+
+  const stopSweeper = startSweeper(store, deps.sweepEveryMs ?? 15_000, (err) => app.log.error({ err }, 'lease sweep failed'));
+  app.addHook('onClose', async () => {
+    stopSweeper();
+    await providers.close();
+  });
+  return app;
+}
+
+function loggerOptions(logger: AppDeps['logger']): false | (LoggerOptions & { stream?: DestinationStream }) {
+  if (logger === false) return false;
+  return {
+    level: logger?.level ?? 'info',
+    ...(logger?.stream ? { stream: logger.stream } : {}),
+    // Requests are logged by method and URL only; this guards against a future serializer adding headers.
+    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+  };
+}

@@ -1,0 +1,159 @@
+/** The operator's commands; each prints text, or JSON with `--json`. */
+import type { ParseArgsConfig } from 'node:util';
+import { buildApp } from '../app.js';
+import { isoSeconds } from '../clock.js';
+import { loadConfig } from '../config.js';
+import { apiKeyObject, issueApiKey } from '../keys/issue.js';
+import { grantObject, grantProblem } from '../metering/credits.js';
+import { DEFAULT_DATABASE_URL, openStore } from '../store/open.js';
+import type { Store } from '../store/types.js';
+
+export class CliError extends Error {
+  override name = 'CliError';
+}
+
+type Values = Record<string, string | boolean | Array<string | boolean> | undefined>;
+
+export interface Io {
+  env: Readonly<Record<string, string | undefined>>;
+  out: NodeJS.WritableStream;
+  err: NodeJS.WritableStream;
+}
+
+export interface Command {
+  options: NonNullable<ParseArgsConfig['options']>;
+  run(values: Values, io: Io): Promise<number>;
+}
+
+export const USAGE = `Usage: svc-gateway <command> [options]
+
+  serve [--config FILE] [--port N] [--host H] [--database URL]
+  accounts create [--name N]
+  credits grant --account ID --kind purchased|earned --amount N [--expires-at ISO]
+  keys create --account ID [--environment live|test] [--daily-limit N] [--name N]
+  ledger verify
+
+Every command takes --database URL (else DATABASE_URL, else ${DEFAULT_DATABASE_URL})
+and --json for machine-readable output.
+`;
+
+const common = {
+  database: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+
+export const commands: Record<string, Command> = {
+  serve: {
+    options: { ...common, config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' } },
+    run: serve,
+  },
+  'accounts create': {
+    options: { ...common, name: { type: 'string' } },
+    run: (v, io) => withStore(v, io, async (store) => {
+      const account = await store.createAccount(str(v.name) ?? null);
+      const { record, secret } = await issueApiKey(store, account.id, { name: 'default' });
+      return print(v, io, { account: { id: account.id, name: account.name, created_at: isoSeconds(account.createdAt) }, api_key: { ...apiKeyObject(record), key: secret } },
+        `account  ${account.id}\napi key  ${secret}\n\nThe key is shown only now. Grant credits with:\n` +
+        `  svc-gateway credits grant --account ${account.id} --kind purchased --amount 100000\n`);
+    }),
+  },
+  'credits grant': {
+    options: { ...common, account: { type: 'string' }, kind: { type: 'string' }, amount: { type: 'string' }, 'expires-at': { type: 'string' } },
+    run: (v, io) => withStore(v, io, async (store) => {
+      const accountId = required(v, 'account');
+      const kind = required(v, 'kind');
+      if (kind !== 'earned' && kind !== 'purchased') throw new CliError('--kind must be earned or purchased');
+      const expiresAt = str(v['expires-at']) ? parseInstant(str(v['expires-at'])!) : null;
+      const input = { kind, amount: integer(required(v, 'amount'), '--amount'), expiresAt } as const;
+      const problem = grantProblem(input);
+      if (problem) throw new CliError(`--${problem.param.replace('_', '-')}: ${problem.message}`);
+      if (!(await store.getAccount(accountId))) throw new CliError(`no account ${accountId}`);
+      const grant = await store.grant(accountId, input.kind, input.amount, input.expiresAt);
+      return print(v, io, grantObject(grant), `granted ${grant.amount} ${grant.kind} credits to ${accountId} (${grant.id})\n`);
+    }),
+  },
+  'keys create': {
+    options: { ...common, account: { type: 'string' }, environment: { type: 'string' }, 'daily-limit': { type: 'string' }, name: { type: 'string' } },
+    run: (v, io) => withStore(v, io, async (store) => {
+      const accountId = required(v, 'account');
+      const environment = str(v.environment) ?? 'live';
+      if (environment !== 'live' && environment !== 'test') throw new CliError('--environment must be live or test');
+      if (!(await store.getAccount(accountId))) throw new CliError(`no account ${accountId}`);
+      const limit = str(v['daily-limit']);
+      const { record, secret } = await issueApiKey(store, accountId, {
+        environment, name: str(v.name) ?? null, daily_credit_limit: limit === undefined ? null : integer(limit, '--daily-limit'),
+      });
+      return print(v, io, { ...apiKeyObject(record), key: secret }, `api key  ${secret}\nid       ${record.id}\n\nThe key is shown only now.\n`);
+    }),
+  },
+  'ledger verify': {
+    options: { ...common },
+    run: (v, io) => withStore(v, io, async (store) => {
+      const report = await store.verifyLedger();
+      const ok = report.disagreements.length === 0;
+      const lines = report.disagreements.map((d) => `  ${d.accountId} ${d.subject} ${d.field}: stored ${d.stored}, ledger says ${d.recomputed}\n`);
+      print(v, io, { ok, ...report },
+        `${ok ? 'ok' : 'MISMATCH'}: ${report.accounts} accounts, ${report.grants} grants, ${report.entries} ledger entries\n${lines.join('')}`);
+      return ok ? 0 : 1;
+    }),
+  },
+};
+
+async function serve(v: Values, io: Io): Promise<number> {
+  const config = loadConfig(str(v.config) ?? io.env.SVC_CONFIG);
+  const databaseUrl = str(v.database) ?? io.env.DATABASE_URL ?? DEFAULT_DATABASE_URL;
+  const store = openStore(databaseUrl);
+  const app = await buildApp({
+    config, store, env: io.env, adminToken: io.env.SVC_ADMIN_TOKEN ?? null,
+    logger: { level: io.env.LOG_LEVEL ?? 'info' }, defaultMetrics: true,
+  });
+  const port = integer(str(v.port) ?? io.env.PORT ?? '8080', '--port');
+  const host = str(v.host) ?? io.env.HOST ?? '0.0.0.0';
+  const address = await app.listen({ port, host });
+  const providers = config.providers.map((p) => `${p.id} (${p.type})`).join(', ');
+  io.err.write(`svc-gateway serving ${address.replace('0.0.0.0', '127.0.0.1')} — database ${databaseUrl}; ` +
+    `models ${config.models.map((m) => m.id).join(', ')}; providers ${providers}\n` +
+    `First API key: npm run cli -- accounts create --name me   (then grant credits: see README)\n`);
+  return new Promise((resolve) => {
+    const stop = () => {
+      app.close().then(() => store.close()).then(() => resolve(0), () => resolve(1));
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+}
+
+async function withStore(v: Values, io: Io, run: (store: Store) => Promise<number>): Promise<number> {
+  const store = openStore(str(v.database) ?? io.env.DATABASE_URL ?? DEFAULT_DATABASE_URL);
+  try {
+    return await run(store);
+  } finally {
+    await store.close();
+  }
+}
+
+function print(v: Values, io: Io, json: unknown, text: string): number {
+  io.out.write(v.json ? `${JSON.stringify(json, null, 2)}\n` : text);
+  return 0;
+}
+
+function str(value: Values[string]): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+function required(v: Values, name: string): string {
+  const value = str(v[name]);
+  if (value === undefined || value === '') throw new CliError(`--${name} is required`);
+  return value;
+}
+
+function integer(text: string, name: string): number {
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(Number(text))) throw new CliError(`${name} must be a non-negative integer, got '${text}'`);
+  return Number(text);
+}
+
+function parseInstant(text: string): Date {
+  const date = new Date(text);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(date.getTime())) throw new CliError(`--expires-at must be an ISO 8601 time, got '${text}'`);
+  return date;
+}

@@ -1,0 +1,175 @@
+/**
+ * The config file's schema and its one loader. Parsed once at boot; nothing
+ * else reads files or `process.env` for settings.
+ */
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+const pricingSchema = z.object({
+  input_credits_per_1k: z.number().int().nonnegative(),
+  output_credits_per_1k: z.number().int().nonnegative(),
+});
+
+const providerSchema = z.object({
+  id: z.string().min(1),
+  type: z.enum(['openai', 'anthropic', 'gemini', 'simulator']),
+  base_url: z.string().url().optional(),
+  api_key_env: z.string().min(1).optional(),
+  /** Most open connections to this provider (undici pool size). */
+  connections: z.number().int().positive().default(128),
+});
+
+const routeSchema = z.object({ provider: z.string().min(1), model: z.string().min(1) });
+
+const modelSchema = z
+  .object({
+    id: z.string().min(1),
+    name: z.string().min(1),
+    description: z.string().default(''),
+    context_window: z.number().int().positive(),
+    pricing: pricingSchema,
+    routes: z.array(routeSchema).min(1).optional(),
+    auto: z.object({ simple: z.string(), code: z.string(), complex: z.string() }).optional(),
+  })
+  .refine((m) => (m.routes === undefined) !== (m.auto === undefined), {
+    message: 'a model needs exactly one of `routes` or `auto`',
+  });
+
+const routingSchema = z
+  .object({
+    first_byte_timeout_ms: z.number().int().positive().default(15_000),
+    hedge_after_ms: z.number().int().positive().optional(),
+    breaker: z
+      .object({ failures: z.number().int().positive().default(5), cooldown_ms: z.number().int().positive().default(30_000) })
+      .default({ failures: 5, cooldown_ms: 30_000 }),
+  })
+  .default({ first_byte_timeout_ms: 15_000, breaker: { failures: 5, cooldown_ms: 30_000 } });
+
+const limitsSchema = z
+  .object({
+    /** Completions in flight before new ones get 503 overloaded. */
+    max_in_flight: z.number().int().positive().default(2048),
+  })
+  .default({ max_in_flight: 2048 });
+
+export const configSchema = z
+  .object({
+    providers: z.array(providerSchema).min(1),
+    models: z.array(modelSchema).min(1),
+    routing: routingSchema,
+    limits: limitsSchema,
+  })
+  .superRefine(checkReferences);
+
+export type GatewayConfig = z.infer<typeof configSchema>;
+export type ProviderConfig = z.infer<typeof providerSchema>;
+export type ModelConfig = z.infer<typeof modelSchema>;
+export type RouteConfig = z.infer<typeof routeSchema>;
+export type Pricing = z.infer<typeof pricingSchema>;
+
+/** Provider types this build can talk to; the others are reserved names in the schema. */
+const SUPPORTED_PROVIDER_TYPES = new Set(['openai', 'simulator']);
+
+function checkReferences(config: { providers: ProviderConfig[]; models: ModelConfig[] }, ctx: z.RefinementCtx): void {
+  const providerIds = new Set<string>();
+  config.providers.forEach((p, i) => {
+    if (providerIds.has(p.id)) ctx.addIssue({ code: 'custom', path: ['providers', i, 'id'], message: `duplicate provider id '${p.id}'` });
+    providerIds.add(p.id);
+    if (!SUPPORTED_PROVIDER_TYPES.has(p.type)) {
+      ctx.addIssue({ code: 'custom', path: ['providers', i, 'type'], message: `provider type '${p.type}' is not supported by this version (use openai or simulator)` });
+    }
+    if (p.type === 'openai' && p.base_url === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['providers', i, 'base_url'], message: 'required for an openai provider' });
+    }
+  });
+  const modelIds = new Map<string, ModelConfig>();
+  config.models.forEach((m, i) => {
+    if (modelIds.has(m.id)) ctx.addIssue({ code: 'custom', path: ['models', i, 'id'], message: `duplicate model id '${m.id}'` });
+    modelIds.set(m.id, m);
+  });
+  config.models.forEach((m, i) => {
+    m.routes?.forEach((r, j) => {
+      if (!providerIds.has(r.provider)) {
+        ctx.addIssue({ code: 'custom', path: ['models', i, 'routes', j, 'provider'], message: `unknown provider '${r.provider}'` });
+      }
+    });
+    if (m.auto) {
+      for (const cls of ['simple', 'code', 'complex'] as const) {
+        const target = modelIds.get(m.auto[cls]);
+        if (!target || !target.routes) {
+          ctx.addIssue({ code: 'custom', path: ['models', i, 'auto', cls], message: `'${m.auto[cls]}' is not a model with routes` });
+        }
+      }
+    }
+  });
+}
+
+/** The config a fresh clone runs with: the spec's catalog on the built-in simulator. */
+export const DEFAULT_CONFIG_SOURCE = {
+  providers: [{ id: 'simulator', type: 'simulator' }],
+  models: [
+    {
+      id: 'svc-auto', name: 'SVC Auto', context_window: 128_000,
+      description: 'Picks cost/intelligence automatically from prompt complexity',
+      pricing: { input_credits_per_1k: 10, output_credits_per_1k: 30 },
+      auto: { simple: 'svc-fast', code: 'svc-code', complex: 'svc-smart' },
+    },
+    {
+      id: 'svc-fast', name: 'SVC Fast', context_window: 64_000,
+      description: 'Low latency: autocomplete, classification, summarization',
+      pricing: { input_credits_per_1k: 4, output_credits_per_1k: 12 },
+      routes: [{ provider: 'simulator', model: 'sim-fast-1' }],
+    },
+    {
+      id: 'svc-code', name: 'SVC Code', context_window: 128_000,
+      description: 'Code generation, debugging, multi-file reasoning',
+      pricing: { input_credits_per_1k: 12, output_credits_per_1k: 40 },
+      routes: [{ provider: 'simulator', model: 'sim-code-1' }],
+    },
+    {
+      id: 'svc-smart', name: 'SVC Smart', context_window: 128_000,
+      description: 'Complex reasoning, math, multi-step planning',
+      pricing: { input_credits_per_1k: 25, output_credits_per_1k: 75 },
+      routes: [{ provider: 'simulator', model: 'sim-smart-1' }],
+    },
+  ],
+};
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Validates a parsed config object; the error names every bad field by its path. */
+export function parseConfig(source: unknown, origin = 'config'): GatewayConfig {
+  const result = configSchema.safeParse(source);
+  if (result.success) return result.data;
+  const lines = result.error.issues.map((issue) => `  ${formatPath(issue.path)}: ${issue.message}`);
+  throw new ConfigError(`${origin} is invalid:\n${lines.join('\n')}`);
+}
+
+function formatPath(path: PropertyKey[]): string {
+  if (path.length === 0) return '(root)';
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
+}
+
+/** Reads a YAML or JSON file (YAML is a superset of JSON) and validates it. */
+export function loadConfigFile(path: string): GatewayConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${path}: ${(err as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(`config file ${path} is not valid YAML or JSON: ${(err as Error).message}`);
+  }
+  return parseConfig(parsed, `config file ${path}`);
+}
+
+export function loadConfig(path: string | undefined): GatewayConfig {
+  return path ? loadConfigFile(path) : parseConfig(DEFAULT_CONFIG_SOURCE, 'built-in default config');
+}

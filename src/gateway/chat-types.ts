@@ -1,0 +1,47 @@
+/** The gateway's own view of a chat request and the OpenAI-shaped objects it answers with. */
+import type { ChatMessage, FinishReason } from '../providers/types.js';
+import type { AutoChoice } from './router.js';
+
+/** A validated request with the gateway's defaults applied. */
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  /** The caller's `max_tokens` / `max_completion_tokens`, or null. */
+  maxTokens: number | null;
+  temperature: number;
+  topP: number;
+  stream: boolean;
+  includeUsage: boolean;
+  stop?: string[];
+  seed?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  user?: string;
+  responseFormat?: Record<string, unknown>;
+}
+
+export interface Svc {
+  requested_model: string;
+  routed_model: string;
+  credits_used: number;
+  balance_remaining: number;
+  latency_ms: number;
+  provider: string;
+  auto?: AutoChoice;
+}
+
+export interface ChatUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: Array<{ index: number; message: { role: 'assistant'; content: string }; finish_reason: FinishReason }>;
+  usage: ChatUsage;
+  svc: Svc;
+}

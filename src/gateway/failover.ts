@@ -1,0 +1,123 @@
+/**
+ * Tries candidates in order until one answers. An attempt fails over when it
+ * fails before anything reached the client: a connection error, an error
+ * status, a malformed answer, or no first byte within the timeout. Every
+ * failure is collected; when all fail, one 502 (or 504 if all timed out).
+ */
+import { errors, GatewayError } from '../errors.js';
+import type { UpstreamCompletion, UpstreamEvent, UpstreamRequest } from '../providers/types.js';
+import { UpstreamError } from '../providers/types.js';
+import type { Breaker } from './breaker.js';
+import type { Candidate } from './router.js';
+
+export interface FailoverOptions {
+  signal: AbortSignal;
+  firstByteTimeoutMs: number;
+  breaker: Breaker;
+  onAttempt?: (candidate: Candidate, outcome: 'ok' | UpstreamError['failure']) => void;
+}
+
+export interface Served<T> {
+  candidate: Candidate;
+  result: T;
+}
+
+/** A stream that has produced its first content: from here on, failures reach the client. */
+export interface OpenedStream {
+  first: UpstreamEvent[];
+  rest: AsyncIterator<UpstreamEvent>;
+  /** Aborts the upstream request. */
+  cancel(): void;
+}
+
+type Attempt<T> = (candidate: Candidate, signal: AbortSignal, firstByte: () => void) => Promise<T>;
+
+export function completeWithFailover(
+  candidates: Candidate[], request: Omit<UpstreamRequest, 'model'>, options: FailoverOptions,
+): Promise<Served<UpstreamCompletion>> {
+  return runFailover(candidates, options, (c, signal, firstByte) =>
+    c.provider.complete({ ...request, model: c.model }, { signal, onFirstByte: firstByte }));
+}
+
+export function openStreamWithFailover(
+  candidates: Candidate[], request: Omit<UpstreamRequest, 'model'>, options: FailoverOptions,
+): Promise<Served<OpenedStream>> {
+  return runFailover(candidates, options, async (c, signal, firstByte) => {
+    const iterator = c.provider.stream({ ...request, model: c.model }, { signal, onFirstByte: () => {} })[Symbol.asyncIterator]();
+    const first: UpstreamEvent[] = [];
+    try {
+      // Nothing is sent to the client until content (or the end) arrives.
+      for (;;) {
+        const next = await iterator.next();
+        if (next.done) throw new UpstreamError('malformed', 'stream ended without content or finish');
+        first.push(next.value);
+        if (next.value.type !== 'usage') break;
+      }
+    } catch (err) {
+      await iterator.return?.().catch(() => undefined);
+      throw err;
+    }
+    firstByte();
+    return { first, rest: iterator, cancel: () => void iterator.return?.().catch(() => undefined) };
+  });
+}
+
+async function runFailover<T>(candidates: Candidate[], options: FailoverOptions, attempt: Attempt<T>): Promise<Served<T>> {
+  const failures: Array<{ upstream: string; error: UpstreamError }> = [];
+  for (const candidate of candidates) {
+    if (options.signal.aborted) throw new UpstreamError('aborted', 'the client went away');
+    try {
+      const result = await attemptWithTimeout(candidate, options, attempt);
+      options.breaker.recordSuccess(candidate.upstream);
+      options.onAttempt?.(candidate, 'ok');
+      return { candidate, result };
+    } catch (err) {
+      const error = err instanceof UpstreamError ? err : new UpstreamError('malformed', 'adapter failed', { cause: err });
+      options.onAttempt?.(candidate, error.failure);
+      if (error.failure === 'aborted' && options.signal.aborted) throw error;
+      options.breaker.recordFailure(candidate.upstream, `${error.failure}: ${error.message}`);
+      failures.push({ upstream: candidate.upstream, error });
+      if (!error.retryable) break;
+    }
+  }
+  throw allFailed(failures);
+}
+
+async function attemptWithTimeout<T>(candidate: Candidate, options: FailoverOptions, attempt: Attempt<T>): Promise<T> {
+  const controller = new AbortController();
+  const abort = () => controller.abort();
+  options.signal.addEventListener('abort', abort, { once: true });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort();
+  }, options.firstByteTimeoutMs);
+  try {
+    // On success the link to the caller's signal stays: a stream goes on using it.
+    return await attempt(candidate, controller.signal, () => clearTimeout(timer));
+  } catch (err) {
+    options.signal.removeEventListener('abort', abort);
+    if (timedOut) throw new UpstreamError('timeout', `no first byte within ${options.firstByteTimeoutMs} ms`, { cause: err });
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function allFailed(failures: Array<{ upstream: string; error: UpstreamError }>): GatewayError {
+  const detail = failures.map((f) => `${f.upstream}: ${describe(f.error)}`).join('; ');
+  const allTimedOut = failures.length > 0 && failures.every((f) => f.error.failure === 'timeout');
+  return allTimedOut
+    ? errors.upstreamTimeout(`Every upstream timed out (${detail}).`, failures)
+    : errors.upstreamUnavailable(`Every upstream failed (${detail || 'no route'}).`, failures);
+}
+
+function describe(error: UpstreamError): string {
+  switch (error.failure) {
+    case 'status': return `answered HTTP ${error.status ?? '?'}`;
+    case 'timeout': return 'timed out';
+    case 'connection': return 'connection failed';
+    case 'malformed': return 'malformed answer';
+    case 'aborted': return 'aborted';
+  }
+}

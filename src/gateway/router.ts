@@ -1,0 +1,71 @@
+/**
+ * Alias → ordered candidates. A plain alias yields its routes; `svc-auto`
+ * classifies the prompt and yields the routes of the alias for that class.
+ * The breaker moves upstreams that keep failing to the back of the list.
+ */
+import type { CatalogEntry } from './catalog.js';
+import { Catalog } from './catalog.js';
+import type { Breaker } from './breaker.js';
+import { classifyPrompt } from './classifier.js';
+import type { ChatMessage, ProviderAdapter } from '../providers/types.js';
+
+export interface Candidate {
+  /** `provider/model`, the breaker's and the logs' name for it. */
+  upstream: string;
+  provider: ProviderAdapter;
+  model: string;
+}
+
+export interface AutoChoice {
+  class: 'simple' | 'code' | 'complex';
+  alias: string;
+  reasons: string[];
+}
+
+export interface RoutePlan {
+  candidates: Candidate[];
+  auto: AutoChoice | null;
+}
+
+export class Router {
+  constructor(
+    private readonly catalog: Catalog,
+    private readonly providers: ReadonlyMap<string, ProviderAdapter>,
+    private readonly breaker: Breaker,
+  ) {}
+
+  /** `tokensNeeded`: prompt plus the least output the request needs, for svc-auto's choice of window. */
+  plan(entry: CatalogEntry, messages: ChatMessage[], tokensNeeded: number): RoutePlan {
+    if (!entry.auto) return { candidates: this.candidates(entry), auto: null };
+    const classification = classifyPrompt(messages);
+    let cls = classification.class;
+    let target = this.catalog.get(entry.auto[cls])!;
+    if (target.contextWindow < tokensNeeded) {
+      // The class's alias cannot hold this prompt: step up to one that can.
+      const roomier = (['complex', 'code', 'simple'] as const).find((c) => this.catalog.get(entry.auto![c])!.contextWindow >= tokensNeeded);
+      if (roomier) {
+        cls = roomier;
+        target = this.catalog.get(entry.auto[cls])!;
+      }
+    }
+    return {
+      candidates: this.candidates(target),
+      auto: { class: cls, alias: target.id, reasons: classification.reasons },
+    };
+  }
+
+  /** Every upstream some alias routes to, for the health view. */
+  upstreams(): string[] {
+    const names = this.catalog.list().flatMap((e) => (e.routes ?? []).map((r) => `${r.provider}/${r.model}`));
+    return [...new Set(names)];
+  }
+
+  private candidates(entry: CatalogEntry): Candidate[] {
+    const candidates = (entry.routes ?? []).map((r) => ({
+      upstream: `${r.provider}/${r.model}`,
+      provider: this.providers.get(r.provider)!,
+      model: r.model,
+    }));
+    return this.breaker.order(candidates);
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * The one place where failures become HTTP: every error leaves as the OpenAI
+ * error body with its status. Also body parsing and validation, so that a bad
+ * body is always the same 400.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import { errors, GatewayError } from '../errors.js';
+
+export const BODY_LIMIT_BYTES = 8 * 1024 * 1024;
+
+export function toGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  const fastifyError = err as Partial<FastifyError>;
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': return errors.requestTooLarge();
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return errors.invalidJson();
+  }
+  if (typeof fastifyError.statusCode === 'number' && fastifyError.statusCode >= 400 && fastifyError.statusCode < 500) {
+    return errors.invalidValue(null, 'The request could not be read.');
+  }
+  return errors.internal(err);
+}
+
+export function sendError(reply: FastifyReply, error: GatewayError): FastifyReply {
+  return reply.status(error.status).headers(error.headers).send(error.toBody());
+}
+
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
+    const error = toGatewayError(err);
+    if (error.status >= 500) request.log.error({ err: error.cause ?? err, code: error.code }, error.message);
+    else request.log.info({ code: error.code }, error.message);
+    return sendError(reply, error);
+  });
+  app.setNotFoundHandler((request, reply) => sendError(reply, errors.notFound(`Unknown path: ${request.method} ${request.url.split('?')[0]}.`)));
+
+  // Every body is read as JSON whatever its content type claims, so a bad one is always invalid_json.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT_BYTES }, (_request, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch {
+      done(errors.invalidJson('The request body is not valid JSON.'), undefined);
+    }
+  });
+}
+
+/** Answers 405 for the methods a path does not take (404 stays for paths that do not exist). */
+export function allowOnly(app: FastifyInstance, path: string, allowed: string[]): void {
+  const others = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => !allowed.includes(m));
+  app.route({
+    method: others,
+    url: path,
+    handler: async (request) => { throw errors.methodNotAllowed(request.method, request.url.split('?')[0] ?? path); },
+  });
+}
+
+/**
+ * Validates a JSON body against its schema: not an object → invalid_json; a bad
+ * field → invalid_value naming it (`messages[2].role`). `undefined` means no body.
+ */
+export function parseBody<T extends z.ZodType>(schema: T, body: unknown, emptyAs?: unknown): z.infer<T> {
+  const value = body === undefined ? emptyAs : body;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw errors.invalidJson();
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const param = formatParam(issue.path);
+  throw errors.invalidValue(param || null, param ? `${param}: ${issue.message}` : issue.message);
+}
+
+function formatParam(path: PropertyKey[]): string {
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
+}

@@ -1,0 +1,81 @@
+/** The operator's API under /admin/v1, only when SVC_ADMIN_TOKEN is set. */
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { Clock } from '../../clock.js';
+import { isoSeconds } from '../../clock.js';
+import { errors } from '../../errors.js';
+import type { Breaker } from '../../gateway/breaker.js';
+import type { Router } from '../../gateway/router.js';
+import { apiKeyObject, issueApiKey } from '../../keys/issue.js';
+import { accountCredits, grantObject, grantProblem } from '../../metering/credits.js';
+import type { Account, Store } from '../../store/types.js';
+import { isAdminToken } from '../auth.js';
+import { allowOnly, parseBody } from '../errors.js';
+import { createApiKeyBody } from '../schemas/api-key.js';
+
+export interface AdminRouteDeps {
+  store: Store;
+  clock: Clock;
+  router: Router;
+  breaker: Breaker;
+  adminToken: string;
+}
+
+const createAccountBody = z.object({ name: z.string().max(200).nullish() });
+const grantBody = z.object({
+  kind: z.enum(['earned', 'purchased']),
+  amount: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  expires_at: z.iso.datetime({ offset: true }).nullish(),
+});
+
+export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
+  const { store, clock } = deps;
+  app.addHook('onRequest', async (request) => {
+    if (!isAdminToken(request, deps.adminToken)) throw errors.invalidApiKey('Invalid admin token.');
+  });
+
+  const account = async (id: string): Promise<Account> => {
+    const found = await store.getAccount(id);
+    if (!found) throw errors.accountNotFound(id);
+    return found;
+  };
+
+  allowOnly(app, '/accounts', ['POST']);
+  app.post('/accounts', async (request, reply) => {
+    const body = parseBody(createAccountBody, request.body, {});
+    const created = await store.createAccount(body.name ?? null);
+    return reply.status(201).send(accountObject(created));
+  });
+
+  allowOnly(app, '/accounts/:id', ['GET']);
+  app.get<{ Params: { id: string } }>('/accounts/:id', async (request) => {
+    const found = await account(request.params.id);
+    return { ...accountObject(found), credits: await accountCredits(store, found.id, clock.now()) };
+  });
+
+  allowOnly(app, '/accounts/:id/grants', ['POST']);
+  app.post<{ Params: { id: string } }>('/accounts/:id/grants', async (request, reply) => {
+    const found = await account(request.params.id);
+    const body = parseBody(grantBody, request.body);
+    const input = { kind: body.kind, amount: body.amount, expiresAt: body.expires_at ? new Date(body.expires_at) : null };
+    const problem = grantProblem(input);
+    if (problem) throw errors.invalidValue(problem.param, problem.message);
+    const grant = await store.grant(found.id, input.kind, input.amount, input.expiresAt);
+    return reply.status(201).send(grantObject(grant));
+  });
+
+  allowOnly(app, '/accounts/:id/api-keys', ['POST']);
+  app.post<{ Params: { id: string } }>('/accounts/:id/api-keys', async (request, reply) => {
+    const found = await account(request.params.id);
+    const body = parseBody(createApiKeyBody, request.body, {});
+    const { record, secret } = await issueApiKey(store, found.id, body);
+    return reply.status(201).send({ ...apiKeyObject(record), key: secret });
+  });
+
+  allowOnly(app, '/upstreams', ['GET']);
+  app.get('/upstreams', async () => ({ object: 'list', data: deps.breaker.view(deps.router.upstreams()) }));
+}
+
+function accountObject(account: Account): Record<string, unknown> {
+  return { id: account.id, object: 'account', name: account.name, created_at: isoSeconds(account.createdAt) };
+}

@@ -1,0 +1,23 @@
+/** Unauthenticated probes: alive, ready (the database answers), and Prometheus metrics. */
+import type { FastifyInstance } from 'fastify';
+import type { Metrics } from '../../metrics.js';
+import type { Store } from '../../store/types.js';
+
+export function healthRoutes(app: FastifyInstance, { store, metrics }: { store: Store; metrics: Metrics }): void {
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (request, reply) => {
+    try {
+      await store.ping();
+      return { status: 'ready', database: store.kind };
+    } catch (err) {
+      request.log.warn({ err }, 'database not reachable');
+      return reply.status(503).send({ status: 'unavailable', database: store.kind });
+    }
+  });
+
+  app.get('/metrics', async (_request, reply) => {
+    reply.header('content-type', metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
+}

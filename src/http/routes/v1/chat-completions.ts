@@ -1,0 +1,115 @@
+/**
+ * POST /v1/chat/completions. The checks run in the contract's order:
+ * authentication (the scope's hook), body, model, context, then the database
+ * decides daily cap and credits in one reservation.
+ */
+import { createHash } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { errors } from '../../../errors.js';
+import type { ChatCompletion, ChatRequest } from '../../../gateway/chat-types.js';
+import type { CompletionService, StreamOutput } from '../../../gateway/completion.js';
+import type { ChatMessage } from '../../../providers/types.js';
+import type { Store } from '../../../store/types.js';
+import { allowOnly, parseBody } from '../../errors.js';
+import type { ChatCompletionBody } from '../../schemas/chat-completion.js';
+import { chatCompletionBody } from '../../schemas/chat-completion.js';
+import { sendStream } from '../../sse-response.js';
+
+export interface ChatRouteDeps {
+  store: Store;
+  completions: CompletionService;
+  maxInFlight: number;
+}
+
+export function chatCompletionRoutes(app: FastifyInstance, deps: ChatRouteDeps): void {
+  let inFlight = 0;
+  allowOnly(app, '/chat/completions', ['POST']);
+  app.post('/chat/completions', async (request, reply) => {
+    const caller = request.caller!;
+    const body = parseBody(chatCompletionBody, request.body);
+    const chat = toChatRequest(body);
+    const checked = deps.completions.check(chat);
+    if (inFlight >= deps.maxInFlight) throw errors.overloaded(1);
+
+    const idempotencyKey = headerValue(request, 'idempotency-key');
+    if (idempotencyKey !== null) {
+      const claim = await deps.store.claimIdempotencyKey(caller.accountId, idempotencyKey, fingerprint(request.body));
+      if (claim.state === 'mismatch') throw errors.idempotencyConflict('This Idempotency-Key was used with a different request body.');
+      if (claim.state === 'running') throw errors.idempotencyConflict('The first request with this Idempotency-Key is still running.');
+      if (claim.state === 'done') {
+        const stored = claim.response.body as ChatCompletion;
+        reply.header('idempotent-replayed', 'true');
+        if (!chat.stream) return stored;
+        await sendStream(reply, frameOf(stored.id, stored.created, chat), replay(stored));
+        return reply;
+      }
+    }
+
+    inFlight += 1;
+    const controller = new AbortController();
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) controller.abort();
+    });
+    let completion: ChatCompletion | null = null;
+    try {
+      const admission = await deps.completions.reserve(caller, checked);
+      completion = chat.stream
+        ? await sendStream(reply, frameOf(admission.id, admission.created, chat), deps.completions.stream(admission, controller.signal, request.arrivedAt))
+        : await deps.completions.complete(admission, controller.signal, request.arrivedAt);
+    } finally {
+      inFlight -= 1;
+      if (idempotencyKey !== null) {
+        if (completion) await deps.store.completeIdempotencyKey(caller.accountId, idempotencyKey, { status: 200, body: completion });
+        else await deps.store.abandonIdempotencyKey(caller.accountId, idempotencyKey);
+      }
+    }
+    if (!chat.stream) return completion;
+    return reply;
+  });
+}
+
+/** A stored completion, told again as the stream it would have been. */
+async function* replay(completion: ChatCompletion): AsyncGenerator<StreamOutput> {
+  const content = completion.choices[0]?.message.content ?? '';
+  if (content) yield { type: 'delta', content };
+  yield { type: 'end', completion };
+}
+
+function frameOf(id: string, created: number, chat: ChatRequest) {
+  return { id, created, model: chat.model, includeUsage: chat.includeUsage };
+}
+
+/** Applies the gateway's defaults and flattens content parts to text. */
+export function toChatRequest(body: ChatCompletionBody): ChatRequest {
+  const messages: ChatMessage[] = body.messages.map((m) => ({
+    role: m.role === 'developer' ? 'system' : m.role,
+    content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((part) => part.text).join(''),
+    ...(m.name !== undefined ? { name: m.name } : {}),
+    ...(m.tool_call_id !== undefined ? { toolCallId: m.tool_call_id } : {}),
+  }));
+  const stop = body.stop ?? undefined;
+  return {
+    model: body.model,
+    messages,
+    maxTokens: body.max_tokens ?? body.max_completion_tokens ?? null,
+    temperature: body.temperature ?? 0.7,
+    topP: body.top_p ?? 1.0,
+    stream: body.stream ?? false,
+    includeUsage: body.stream_options?.include_usage ?? false,
+    stop: stop === undefined ? undefined : typeof stop === 'string' ? [stop] : stop,
+    seed: body.seed ?? undefined,
+    presencePenalty: body.presence_penalty ?? undefined,
+    frequencyPenalty: body.frequency_penalty ?? undefined,
+    user: body.user ?? undefined,
+    responseFormat: body.response_format ?? undefined,
+  };
+}
+
+function headerValue(request: FastifyRequest, name: string): string | null {
+  const value = request.headers[name];
+  return typeof value === 'string' && value.length > 0 && value.length <= 255 ? value : null;
+}
+
+function fingerprint(body: unknown): string {
+  return createHash('sha256').update(JSON.stringify(body)).digest('hex');
+}

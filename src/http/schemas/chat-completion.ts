@@ -1,0 +1,39 @@
+/**
+ * The body of POST /v1/chat/completions: the spec's fields plus the common
+ * convention's. Unknown fields are dropped (never forwarded).
+ */
+import { z } from 'zod';
+
+const textPart = z.object({ type: z.literal('text'), text: z.string() });
+
+const message = z.object({
+  role: z.enum(['system', 'user', 'assistant', 'developer', 'tool']),
+  // null is what OpenAI clients send for an assistant turn that only called tools.
+  content: z.union([z.string(), z.array(textPart), z.null()]),
+  name: z.string().optional(),
+  tool_call_id: z.string().optional(),
+});
+
+const optional = <T extends z.ZodType>(schema: T) => schema.nullish();
+
+export const chatCompletionBody = z.object({
+  model: z.string().min(1),
+  messages: z.array(message).min(1),
+  temperature: optional(z.number().min(0).max(2)),
+  top_p: optional(z.number().min(0).max(1)),
+  max_tokens: optional(z.number().int().min(1)),
+  max_completion_tokens: optional(z.number().int().min(1)),
+  stream: optional(z.boolean()),
+  stream_options: optional(z.object({ include_usage: optional(z.boolean()) })),
+  stop: optional(z.union([z.string(), z.array(z.string()).max(4)])),
+  n: optional(z.literal(1)),
+  presence_penalty: optional(z.number().min(-2).max(2)),
+  frequency_penalty: optional(z.number().min(-2).max(2)),
+  seed: optional(z.number().int()),
+  user: optional(z.string()),
+  response_format: optional(z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) })),
+  tools: optional(z.array(z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string() }) }))),
+  tool_choice: optional(z.union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string() })])),
+});
+
+export type ChatCompletionBody = z.infer<typeof chatCompletionBody>;

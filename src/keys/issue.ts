@@ -1,0 +1,41 @@
+/** Issuing a key: one path for the API, the admin API and the CLI. */
+import type { ApiKeyRecord, Environment, Store } from '../store/types.js';
+import { isoSeconds } from '../clock.js';
+import { generateApiKey } from './secret.js';
+
+export interface KeyRequest {
+  name?: string | null;
+  environment?: Environment | null;
+  daily_credit_limit?: number | null;
+}
+
+export async function issueApiKey(store: Store, accountId: string, input: KeyRequest): Promise<{ record: ApiKeyRecord; secret: string }> {
+  const environment = input.environment ?? 'live';
+  const generated = generateApiKey(environment);
+  const record = await store.createApiKey({
+    id: generated.id,
+    accountId,
+    name: input.name ?? null,
+    environment,
+    dailyCreditLimit: input.daily_credit_limit ?? null,
+    redactedKey: generated.redacted,
+    salt: generated.salt,
+    hash: generated.hash,
+  });
+  return { record, secret: generated.secret };
+}
+
+/** The key record as the API shows it: never the secret. */
+export function apiKeyObject(record: ApiKeyRecord): Record<string, unknown> {
+  return {
+    id: record.id,
+    object: 'api_key',
+    name: record.name,
+    environment: record.environment,
+    daily_credit_limit: record.dailyCreditLimit,
+    redacted_key: record.redactedKey,
+    created_at: isoSeconds(record.createdAt),
+    last_used_at: record.lastUsedAt ? isoSeconds(record.lastUsedAt) : null,
+    credits_spent_today: record.creditsSpentToday,
+  };
+}

@@ -1,0 +1,80 @@
+/**
+ * What every provider adapter speaks. Adapters turn one upstream's wire format
+ * into these typed values; nothing above this layer sees HTTP or SSE text.
+ */
+export type Role = 'system' | 'user' | 'assistant' | 'tool';
+
+export interface ChatMessage {
+  role: Role;
+  content: string;
+  name?: string;
+  toolCallId?: string;
+}
+
+export type FinishReason = 'stop' | 'length' | 'content_filter' | 'tool_calls';
+
+/** One call to one upstream model, after the gateway applied its defaults and clamp. */
+export interface UpstreamRequest {
+  model: string;
+  messages: ChatMessage[];
+  maxTokens: number;
+  temperature: number;
+  topP: number;
+  stop?: string[];
+  seed?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  user?: string;
+  responseFormat?: Record<string, unknown>;
+}
+
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export interface UpstreamCompletion {
+  content: string;
+  finishReason: FinishReason;
+  /** As the upstream reported it; null when it reported none. */
+  usage: TokenUsage | null;
+}
+
+export type UpstreamEvent =
+  | { type: 'delta'; content: string }
+  | { type: 'finish'; finishReason: FinishReason }
+  | { type: 'usage'; usage: TokenUsage };
+
+export interface AttemptContext {
+  /** Aborted when the gateway gives up on this attempt or the client leaves. */
+  signal: AbortSignal;
+  /** Called by `complete` when the upstream's response starts (its headers arrived). */
+  onFirstByte(): void;
+}
+
+export interface ProviderAdapter {
+  /** The provider's id from the config, e.g. `openai`. */
+  readonly id: string;
+  complete(request: UpstreamRequest, ctx: AttemptContext): Promise<UpstreamCompletion>;
+  /** Yields events as they arrive; throws `UpstreamError` on any failure. */
+  stream(request: UpstreamRequest, ctx: AttemptContext): AsyncIterable<UpstreamEvent>;
+}
+
+export type UpstreamFailure = 'connection' | 'status' | 'malformed' | 'timeout' | 'aborted';
+
+/** A provider failed. `retryable` says whether another route may still serve. */
+export class UpstreamError extends Error {
+  readonly failure: UpstreamFailure;
+  readonly status: number | null;
+  readonly retryable: boolean;
+
+  constructor(failure: UpstreamFailure, message: string, options: { status?: number; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'UpstreamError';
+    this.failure = failure;
+    this.status = options.status ?? null;
+    // Any upstream failure may be that upstream's own (a 400 for a parameter it
+    // does not take, a 401 for its key): the next route is always worth a try.
+    this.retryable = failure !== 'aborted';
+  }
+}

@@ -1,0 +1,263 @@
+/**
+ * Reserve, settle and release on SQLite. Each is one `BEGIN IMMEDIATE`
+ * transaction, so writers from every process are serialised by the database;
+ * inside, every change is a conditional UPDATE that the CHECK constraints back,
+ * and every change of a balance appends a ledger entry.
+ */
+import type { Database, Statement } from 'better-sqlite3';
+import type { Clock } from '../../clock.js';
+import { utcDay } from '../../clock.js';
+import type {
+  LedgerDisagreement, LedgerReport, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult,
+} from '../types.js';
+
+interface GrantRow {
+  id: string;
+  balance: number;
+  held: number;
+}
+
+interface HoldRow extends GrantRow {
+  hold: number;
+  expires_at: number | null;
+}
+
+interface ReservationRow {
+  id: string;
+  account_id: string;
+  key_id: string;
+  model: string;
+  amount: number;
+  day: string;
+  state: 'held' | 'settled' | 'released';
+  charged: number;
+}
+
+/** Earned first, soonest expiry first; then purchased, oldest first. */
+const SPENDING_ORDER = `ORDER BY (g.kind = 'purchased'), g.expires_at, g.created_at, g.id`;
+
+export class SqliteMetering {
+  private readonly q: Record<string, Statement>;
+
+  constructor(private readonly db: Database, private readonly clock: Clock) {
+    this.q = {
+      lapsed: db.prepare(`SELECT id, balance, held FROM grants
+        WHERE account_id = ? AND kind = 'earned' AND expires_at <= ? AND balance > held`),
+      lapsedAll: db.prepare(`SELECT id, account_id, balance, held FROM grants
+        WHERE kind = 'earned' AND expires_at <= ? AND balance > held LIMIT 1000`),
+      expire: db.prepare(`UPDATE grants SET balance = held WHERE id = ? AND balance = ? AND held = ?`),
+      spendable: db.prepare(`SELECT g.id, g.balance, g.held FROM grants g
+        WHERE g.account_id = ? AND g.balance > g.held AND (g.expires_at IS NULL OR g.expires_at > ?) ${SPENDING_ORDER}`),
+      keyLimit: db.prepare(`SELECT daily_credit_limit AS lim FROM api_keys WHERE id = ?`),
+      keyDay: db.prepare(`SELECT spent, held FROM key_days WHERE key_id = ? AND day = ?`),
+      ensureKeyDay: db.prepare(`INSERT OR IGNORE INTO key_days (key_id, day) VALUES (?, ?)`),
+      holdKeyDay: db.prepare(`UPDATE key_days SET held = held + @amount
+        WHERE key_id = @key AND day = @day AND (@lim IS NULL OR spent + held + @amount <= @lim)`),
+      closeKeyDay: db.prepare(`UPDATE key_days SET held = held - @held, spent = spent + @charged
+        WHERE key_id = @key AND day = @day AND held >= @held`),
+      insertReservation: db.prepare(`INSERT INTO reservations
+        (id, account_id, key_id, model, amount, day, state, lease_until, created_at)
+        VALUES (@id, @account, @key, @model, @amount, @day, 'held', @lease, @now)`),
+      hold: db.prepare(`UPDATE grants SET held = held + @amount WHERE id = @grant AND balance - held >= @amount`),
+      insertHold: db.prepare(`INSERT INTO reservation_holds (reservation_id, grant_id, amount) VALUES (?, ?, ?)`),
+      reservation: db.prepare(`SELECT id, account_id, key_id, model, amount, day, state, charged FROM reservations WHERE id = ?`),
+      holds: db.prepare(`SELECT g.id, g.balance, g.held, g.expires_at, h.amount AS hold FROM reservation_holds h
+        JOIN grants g ON g.id = h.grant_id WHERE h.reservation_id = ? ${SPENDING_ORDER}`),
+      chargeHeld: db.prepare(`UPDATE grants SET balance = balance - @charge, held = held - @hold
+        WHERE id = @grant AND held >= @hold AND balance >= @charge`),
+      chargeFree: db.prepare(`UPDATE grants SET balance = balance - @charge WHERE id = @grant AND balance - held >= @charge`),
+      releaseHold: db.prepare(`UPDATE grants SET held = held - @hold WHERE id = @grant AND held >= @hold`),
+      closeReservation: db.prepare(`UPDATE reservations SET state = @state, charged = @charged, closed_at = @now
+        WHERE id = @id AND state = 'held'`),
+      renew: db.prepare(`UPDATE reservations SET lease_until = ? WHERE id = ? AND state = 'held'`),
+      leaseLapsed: db.prepare(`SELECT id FROM reservations WHERE state = 'held' AND lease_until < ? LIMIT 500`),
+      ledger: db.prepare(`INSERT INTO ledger (account_id, grant_id, entry, amount, reservation_id, shortfall, created_at)
+        VALUES (@account, @grant, @entry, @amount, @reservation, @shortfall, @now)`),
+      insertCompletion: db.prepare(`INSERT INTO completions
+        (reservation_id, account_id, key_id, model, routed_model, prompt_tokens, completion_tokens, credits, settled_at)
+        VALUES (@id, @account, @key, @model, @routed, @prompt, @completion, @credits, @now)`),
+      owned: db.prepare(`SELECT COALESCE(SUM(CASE WHEN expires_at IS NULL OR expires_at > ? THEN balance ELSE held END), 0) AS owned
+        FROM grants WHERE account_id = ?`),
+    };
+  }
+
+  reserve(request: ReserveRequest, plan: ReservationPlanner): ReserveOutcome {
+    return this.db.transaction((): ReserveOutcome => {
+      const now = this.clock.now().getTime();
+      this.expireLapsed(request.accountId, now);
+      const grants = this.q.spendable!.all(request.accountId, now) as GrantRow[];
+      const available = grants.reduce((sum, g) => sum + g.balance - g.held, 0);
+      const day = utcDay(new Date(now));
+      const lim = (this.q.keyLimit!.get(request.keyId) as { lim: number | null } | undefined)?.lim ?? null;
+      const today = this.q.keyDay!.get(request.keyId, day) as { spent: number; held: number } | undefined;
+      const capRemaining = lim === null ? null : Math.max(0, lim - (today?.spent ?? 0) - (today?.held ?? 0));
+
+      const decision = plan({ available, capRemaining });
+      if (!decision.ok) return decision;
+
+      this.q.insertReservation!.run({
+        id: request.reservationId, account: request.accountId, key: request.keyId, model: request.model,
+        amount: decision.amount, day, lease: now + request.leaseMs, now,
+      });
+      let left = decision.amount;
+      for (const g of grants) {
+        if (left === 0) break;
+        const take = Math.min(left, g.balance - g.held);
+        mustChange(this.q.hold!.run({ amount: take, grant: g.id }), 'hold on grant');
+        this.q.insertHold!.run(request.reservationId, g.id, take);
+        left -= take;
+      }
+      if (left !== 0) throw new Error(`reservation of ${decision.amount} exceeds the ${available} credits available`);
+      this.q.ensureKeyDay!.run(request.keyId, day);
+      mustChange(this.q.holdKeyDay!.run({ amount: decision.amount, key: request.keyId, day, lim }), 'daily cap hold');
+      return decision;
+    }).immediate();
+  }
+
+  renewLease(reservationId: string, leaseMs: number): boolean {
+    return this.q.renew!.run(this.clock.now().getTime() + leaseMs, reservationId).changes === 1;
+  }
+
+  settle(request: SettleRequest): SettleResult {
+    return this.db.transaction((): SettleResult => {
+      const now = this.clock.now().getTime();
+      const res = this.q.reservation!.get(request.reservationId) as ReservationRow | undefined;
+      if (!res) throw new Error(`no reservation ${request.reservationId}`);
+      if (res.state !== 'held') {
+        return { charged: res.charged, shortfall: 0, balanceRemaining: this.owned(res.account_id, now) };
+      }
+      const want = Math.max(0, request.credits);
+      // The cap room left on the reservation's day once its own hold is lifted.
+      const lim = (this.q.keyLimit!.get(res.key_id) as { lim: number | null }).lim;
+      const day = this.q.keyDay!.get(res.key_id, res.day) as { spent: number; held: number };
+      const capRoom = lim === null ? Infinity : lim - day.spent - (day.held - res.amount);
+      let left = Math.min(want, capRoom);
+
+      const charges: Array<{ grant: string; amount: number }> = [];
+      const holds = this.q.holds!.all(res.id) as HoldRow[];
+      for (const h of holds) {
+        const charge = Math.min(left, h.hold);
+        mustChange(this.q.chargeHeld!.run({ charge, hold: h.hold, grant: h.id }), 'charge on held grant');
+        if (charge > 0) charges.push({ grant: h.id, amount: charge });
+        left -= charge;
+      }
+      if (left > 0) {
+        // The upstream counted more than the estimate: take the rest from what is free now.
+        for (const g of this.q.spendable!.all(res.account_id, now) as GrantRow[]) {
+          if (left === 0) break;
+          const charge = Math.min(left, g.balance - g.held);
+          mustChange(this.q.chargeFree!.run({ charge, grant: g.id }), 'charge on free grant');
+          charges.push({ grant: g.id, amount: charge });
+          left -= charge;
+        }
+      }
+      const charged = charges.reduce((sum, c) => sum + c.amount, 0);
+      const shortfall = want - charged;
+      this.writeCharges(res, charges, shortfall, now);
+      this.expireLapsed(res.account_id, now);
+
+      mustChange(this.q.closeKeyDay!.run({ held: res.amount, charged, key: res.key_id, day: res.day }), 'daily cap settle');
+      mustChange(this.q.closeReservation!.run({ state: 'settled', charged, now, id: res.id }), 'close reservation');
+      this.q.insertCompletion!.run({
+        id: res.id, account: res.account_id, key: res.key_id, model: res.model, routed: request.routedModel,
+        prompt: request.promptTokens, completion: request.completionTokens, credits: charged, now,
+      });
+      return { charged, shortfall, balanceRemaining: this.owned(res.account_id, now) };
+    }).immediate();
+  }
+
+  release(reservationId: string): void {
+    this.db.transaction(() => this.releaseHeld(reservationId, this.clock.now().getTime())).immediate();
+  }
+
+  /** Crashed processes leave held reservations behind; any instance lets them go, each once. */
+  releaseExpiredLeases(): number {
+    return this.db.transaction((): number => {
+      const now = this.clock.now().getTime();
+      const ids = this.q.leaseLapsed!.all(now) as Array<{ id: string }>;
+      return ids.filter(({ id }) => this.releaseHeld(id, now)).length;
+    }).immediate();
+  }
+
+  /** Writes the expiry of every lapsed earned grant, for all accounts. */
+  expireAllLapsed(): number {
+    return this.db.transaction((): number => {
+      const now = this.clock.now().getTime();
+      const rows = this.q.lapsedAll!.all(now) as Array<GrantRow & { account_id: string }>;
+      for (const g of rows) this.expireGrant(g.account_id, g, now);
+      return rows.length;
+    }).immediate();
+  }
+
+  verifyLedger(): LedgerReport {
+    const grants = this.db.prepare(`SELECT g.id, g.account_id, g.balance, g.held,
+        COALESCE((SELECT SUM(l.amount) FROM ledger l WHERE l.grant_id = g.id), 0) AS ledger_balance,
+        COALESCE((SELECT SUM(h.amount) FROM reservation_holds h JOIN reservations r ON r.id = h.reservation_id
+                  WHERE h.grant_id = g.id AND r.state = 'held'), 0) AS open_holds
+      FROM grants g`).all() as Array<GrantRow & { account_id: string; ledger_balance: number; open_holds: number }>;
+    const settled = this.db.prepare(`SELECT r.id, r.account_id, r.charged,
+        COALESCE((SELECT -SUM(l.amount) FROM ledger l WHERE l.reservation_id = r.id AND l.entry = 'charge'), 0) AS ledger_charged
+      FROM reservations r WHERE r.state = 'settled'`).all() as Array<{ id: string; account_id: string; charged: number; ledger_charged: number }>;
+    const disagreements: LedgerDisagreement[] = [];
+    for (const g of grants) {
+      if (g.balance !== g.ledger_balance) {
+        disagreements.push({ accountId: g.account_id, subject: g.id, field: 'balance', stored: g.balance, recomputed: g.ledger_balance });
+      }
+      if (g.held !== g.open_holds) {
+        disagreements.push({ accountId: g.account_id, subject: g.id, field: 'held', stored: g.held, recomputed: g.open_holds });
+      }
+    }
+    for (const r of settled) {
+      if (r.charged !== r.ledger_charged) {
+        disagreements.push({ accountId: r.account_id, subject: r.id, field: 'charged', stored: r.charged, recomputed: r.ledger_charged });
+      }
+    }
+    const count = (sql: string) => (this.db.prepare(sql).get() as { n: number }).n;
+    return {
+      accounts: count('SELECT COUNT(*) AS n FROM accounts'),
+      grants: grants.length,
+      entries: count('SELECT COUNT(*) AS n FROM ledger'),
+      disagreements,
+    };
+  }
+
+  owned(accountId: string, now: number): number {
+    return (this.q.owned!.get(now, accountId) as { owned: number }).owned;
+  }
+
+  private releaseHeld(reservationId: string, now: number): boolean {
+    const res = this.q.reservation!.get(reservationId) as ReservationRow | undefined;
+    if (!res || this.q.closeReservation!.run({ state: 'released', charged: 0, now, id: reservationId }).changes !== 1) return false;
+    for (const h of this.q.holds!.all(reservationId) as HoldRow[]) {
+      mustChange(this.q.releaseHold!.run({ hold: h.hold, grant: h.id }), 'release hold');
+    }
+    mustChange(this.q.closeKeyDay!.run({ held: res.amount, charged: 0, key: res.key_id, day: res.day }), 'daily cap release');
+    this.expireLapsed(res.account_id, now);
+    return true;
+  }
+
+  private writeCharges(res: ReservationRow, charges: Array<{ grant: string; amount: number }>, shortfall: number, now: number): void {
+    const base = { account: res.account_id, reservation: res.id, now };
+    charges.forEach((c, i) => {
+      const last = i === charges.length - 1;
+      this.q.ledger!.run({ ...base, grant: c.grant, entry: 'charge', amount: -c.amount, shortfall: last ? shortfall : 0 });
+    });
+    if (charges.length === 0 && shortfall > 0) {
+      this.q.ledger!.run({ ...base, grant: null, entry: 'shortfall', amount: 0, shortfall });
+    }
+  }
+
+  /** Earned credits past their expiry are gone, all but what holds taken before it still keep. */
+  private expireLapsed(accountId: string, now: number): void {
+    for (const g of this.q.lapsed!.all(accountId, now) as GrantRow[]) this.expireGrant(accountId, g, now);
+  }
+
+  private expireGrant(accountId: string, g: GrantRow, now: number): void {
+    mustChange(this.q.expire!.run(g.id, g.balance, g.held), 'expire grant');
+    this.q.ledger!.run({ account: accountId, grant: g.id, entry: 'expire', amount: g.held - g.balance, reservation: null, shortfall: 0, now });
+  }
+}
+
+function mustChange(result: { changes: number }, what: string): void {
+  if (result.changes !== 1) throw new Error(`${what}: the guarded update matched no row`);
+}

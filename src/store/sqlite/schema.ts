@@ -1,0 +1,115 @@
+/**
+ * SQLite schema, applied in order by version. Money is guarded here: balances
+ * and holds can never go negative or past what a grant owns (CHECKs), and the
+ * ledger refuses UPDATE and DELETE (triggers).
+ */
+export const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE accounts (
+    id          TEXT PRIMARY KEY,
+    name        TEXT,
+    created_at  INTEGER NOT NULL
+  );
+
+  CREATE TABLE grants (
+    id          TEXT PRIMARY KEY,
+    account_id  TEXT NOT NULL REFERENCES accounts(id),
+    kind        TEXT NOT NULL CHECK (kind IN ('earned', 'purchased')),
+    amount      INTEGER NOT NULL CHECK (amount > 0),
+    balance     INTEGER NOT NULL CHECK (balance >= 0),
+    held        INTEGER NOT NULL DEFAULT 0 CHECK (held >= 0 AND held <= balance),
+    expires_at  INTEGER,
+    created_at  INTEGER NOT NULL,
+    CHECK ((kind = 'earned') = (expires_at IS NOT NULL))
+  );
+  CREATE INDEX grants_by_account ON grants(account_id, kind, expires_at);
+
+  CREATE TABLE ledger (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    account_id      TEXT NOT NULL REFERENCES accounts(id),
+    grant_id        TEXT REFERENCES grants(id),
+    entry           TEXT NOT NULL CHECK (entry IN ('grant', 'charge', 'expire', 'shortfall')),
+    amount          INTEGER NOT NULL,
+    reservation_id  TEXT,
+    shortfall       INTEGER NOT NULL DEFAULT 0 CHECK (shortfall >= 0),
+    created_at      INTEGER NOT NULL,
+    CHECK ((entry = 'shortfall') = (grant_id IS NULL))
+  );
+  CREATE INDEX ledger_by_grant ON ledger(grant_id);
+  CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger
+    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+  CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger
+    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+
+  CREATE TABLE api_keys (
+    id                  TEXT PRIMARY KEY,
+    account_id          TEXT NOT NULL REFERENCES accounts(id),
+    name                TEXT,
+    environment         TEXT NOT NULL CHECK (environment IN ('live', 'test')),
+    daily_credit_limit  INTEGER CHECK (daily_credit_limit IS NULL OR daily_credit_limit >= 0),
+    redacted_key        TEXT NOT NULL,
+    salt                TEXT NOT NULL,
+    hash                TEXT NOT NULL,
+    created_at          INTEGER NOT NULL,
+    last_used_at        INTEGER,
+    revoked_at          INTEGER
+  );
+  CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at);
+
+  -- Per key and UTC day: credits charged to reservations taken that day, and
+  -- credits still held by them. The cap is enforced on their sum.
+  CREATE TABLE key_days (
+    key_id  TEXT NOT NULL REFERENCES api_keys(id),
+    day     TEXT NOT NULL,
+    spent   INTEGER NOT NULL DEFAULT 0 CHECK (spent >= 0),
+    held    INTEGER NOT NULL DEFAULT 0 CHECK (held >= 0),
+    PRIMARY KEY (key_id, day)
+  );
+
+  CREATE TABLE reservations (
+    id           TEXT PRIMARY KEY,
+    account_id   TEXT NOT NULL REFERENCES accounts(id),
+    key_id       TEXT NOT NULL REFERENCES api_keys(id),
+    model        TEXT NOT NULL,
+    amount       INTEGER NOT NULL CHECK (amount >= 0),
+    day          TEXT NOT NULL,
+    state        TEXT NOT NULL CHECK (state IN ('held', 'settled', 'released')),
+    charged      INTEGER NOT NULL DEFAULT 0 CHECK (charged >= 0),
+    lease_until  INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL,
+    closed_at    INTEGER
+  );
+  CREATE INDEX reservations_held ON reservations(lease_until) WHERE state = 'held';
+
+  CREATE TABLE reservation_holds (
+    reservation_id  TEXT NOT NULL REFERENCES reservations(id),
+    grant_id        TEXT NOT NULL REFERENCES grants(id),
+    amount          INTEGER NOT NULL CHECK (amount > 0),
+    PRIMARY KEY (reservation_id, grant_id)
+  );
+
+  CREATE TABLE completions (
+    reservation_id     TEXT PRIMARY KEY REFERENCES reservations(id),
+    account_id         TEXT NOT NULL REFERENCES accounts(id),
+    key_id             TEXT NOT NULL REFERENCES api_keys(id),
+    model              TEXT NOT NULL,
+    routed_model       TEXT NOT NULL,
+    prompt_tokens      INTEGER NOT NULL CHECK (prompt_tokens >= 0),
+    completion_tokens  INTEGER NOT NULL CHECK (completion_tokens >= 0),
+    credits            INTEGER NOT NULL CHECK (credits >= 0),
+    settled_at         INTEGER NOT NULL
+  );
+  CREATE INDEX completions_by_account ON completions(account_id, settled_at);
+
+  CREATE TABLE idempotency_keys (
+    account_id   TEXT NOT NULL REFERENCES accounts(id),
+    key          TEXT NOT NULL,
+    fingerprint  TEXT NOT NULL,
+    state        TEXT NOT NULL CHECK (state IN ('running', 'done')),
+    status       INTEGER,
+    body         TEXT,
+    created_at   INTEGER NOT NULL,
+    PRIMARY KEY (account_id, key)
+  );
+  `,
+];

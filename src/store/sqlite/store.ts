@@ -1,0 +1,235 @@
+/**
+ * The Store on SQLite (better-sqlite3): WAL with synchronous=FULL, so a
+ * committed change survives a crash or power loss. The driver is synchronous;
+ * the methods are `async` to keep the interface that PostgreSQL shares.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import type { Database } from 'better-sqlite3';
+import type { Clock } from '../../clock.js';
+import { systemClock, utcDay } from '../../clock.js';
+import { newId } from '../../ids.js';
+import type {
+  Account, ApiKeyRecord, Balances, CreditKind, Grant, IdempotencyClaim, LedgerReport, NewApiKey, ReservationPlanner,
+  ReserveOutcome, ReserveRequest, SettleRequest, SettleResult, Store, StoredApiKey, StoredResponse, UsageQuery, UsageRow,
+} from '../types.js';
+import { SqliteMetering } from './metering.js';
+import { MIGRATIONS } from './schema.js';
+
+const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
+/** A `running` idempotency claim older than this belongs to a crashed process. */
+const IDEMPOTENCY_STALE_MS = 15 * 60_000;
+const TOUCH_EVERY_MS = 60_000;
+
+interface KeyRow {
+  id: string; account_id: string; name: string | null; environment: 'live' | 'test';
+  daily_credit_limit: number | null; redacted_key: string; salt: string; hash: string;
+  created_at: number; last_used_at: number | null; revoked_at: number | null; spent_today: number;
+}
+
+export function openSqliteDatabase(path: string): Database {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new BetterSqlite3(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 10000');
+  migrate(db);
+  return db;
+}
+
+function migrate(db: Database): void {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
+  db.transaction(() => {
+    const applied = (db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number }).v;
+    MIGRATIONS.forEach((sql, i) => {
+      if (i + 1 <= applied) return;
+      db.exec(sql);
+      db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(i + 1, Date.now());
+    });
+  }).immediate();
+}
+
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite' as const;
+  private readonly metering: SqliteMetering;
+
+  constructor(private readonly db: Database, private readonly clock: Clock = systemClock) {
+    this.metering = new SqliteMetering(db, clock);
+  }
+
+  static open(path: string, clock: Clock = systemClock): SqliteStore {
+    return new SqliteStore(openSqliteDatabase(path), clock);
+  }
+
+  async ping(): Promise<void> {
+    this.db.prepare('SELECT 1').get();
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  async createAccount(name: string | null): Promise<Account> {
+    const account = { id: newId('acct'), name, createdAt: this.now() };
+    this.db.prepare('INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)').run(account.id, name, account.createdAt.getTime());
+    return account;
+  }
+
+  async getAccount(id: string): Promise<Account | null> {
+    const row = this.db.prepare('SELECT id, name, created_at FROM accounts WHERE id = ?').get(id) as
+      { id: string; name: string | null; created_at: number } | undefined;
+    return row ? { id: row.id, name: row.name, createdAt: new Date(row.created_at) } : null;
+  }
+
+  async grant(accountId: string, kind: CreditKind, amount: number, expiresAt: Date | null): Promise<Grant> {
+    const grant: Grant = { id: newId('grant'), accountId, kind, amount, expiresAt, createdAt: this.now() };
+    this.db.transaction(() => {
+      this.db.prepare(`INSERT INTO grants (id, account_id, kind, amount, balance, expires_at, created_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?)`).run(grant.id, accountId, kind, amount, amount, expiresAt?.getTime() ?? null, grant.createdAt.getTime());
+      this.db.prepare(`INSERT INTO ledger (account_id, grant_id, entry, amount, created_at) VALUES (?, ?, 'grant', ?, ?)`)
+        .run(accountId, grant.id, amount, grant.createdAt.getTime());
+    }).immediate();
+    return grant;
+  }
+
+  async balances(accountId: string): Promise<Balances> {
+    const now = this.now().getTime();
+    // Lapsed earned credits count only for what holds taken before expiry keep.
+    const row = this.db.prepare(`SELECT
+        COALESCE(SUM(CASE WHEN kind = 'earned' AND expires_at > @now THEN balance
+                          WHEN kind = 'earned' THEN held ELSE 0 END), 0) AS earned,
+        COALESCE(SUM(CASE WHEN kind = 'purchased' THEN balance ELSE 0 END), 0) AS purchased,
+        MIN(CASE WHEN kind = 'earned' AND expires_at > @now AND balance > 0 THEN expires_at END) AS expires_at,
+        COALESCE(SUM(held), 0) AS reserved
+      FROM grants WHERE account_id = @account`).get({ now, account: accountId }) as
+      { earned: number; purchased: number; expires_at: number | null; reserved: number };
+    return {
+      earned: row.earned,
+      purchased: row.purchased,
+      earnedExpiresAt: row.expires_at === null ? null : new Date(row.expires_at),
+      reserved: row.reserved,
+    };
+  }
+
+  async createApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
+    const createdAt = this.now();
+    this.db.prepare(`INSERT INTO api_keys
+      (id, account_id, name, environment, daily_credit_limit, redacted_key, salt, hash, created_at)
+      VALUES (@id, @accountId, @name, @environment, @dailyCreditLimit, @redactedKey, @salt, @hash, @createdAt)`)
+      .run({ ...key, createdAt: createdAt.getTime() });
+    return {
+      id: key.id, accountId: key.accountId, name: key.name, environment: key.environment,
+      dailyCreditLimit: key.dailyCreditLimit, redactedKey: key.redactedKey, createdAt,
+      lastUsedAt: null, revokedAt: null, creditsSpentToday: 0,
+    };
+  }
+
+  async findApiKey(id: string): Promise<StoredApiKey | null> {
+    const row = this.db.prepare(`${KEY_SELECT} WHERE k.id = @id`).get({ id, day: this.today() }) as KeyRow | undefined;
+    return row ? { ...toKeyRecord(row), salt: row.salt, hash: row.hash } : null;
+  }
+
+  async listApiKeys(accountId: string): Promise<ApiKeyRecord[]> {
+    const rows = this.db.prepare(`${KEY_SELECT} WHERE k.account_id = @accountId AND k.revoked_at IS NULL
+      ORDER BY k.created_at DESC, k.rowid DESC`).all({ accountId, day: this.today() }) as KeyRow[];
+    return rows.map(toKeyRecord);
+  }
+
+  async revokeApiKey(accountId: string, keyId: string): Promise<boolean> {
+    const result = this.db.prepare(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL`)
+      .run(this.now().getTime(), keyId, accountId);
+    return result.changes === 1;
+  }
+
+  async touchApiKey(keyId: string): Promise<void> {
+    const now = this.now().getTime();
+    this.db.prepare(`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`)
+      .run(now, keyId, now - TOUCH_EVERY_MS);
+  }
+
+  async reserve(request: ReserveRequest, plan: ReservationPlanner): Promise<ReserveOutcome> {
+    return this.metering.reserve(request, plan);
+  }
+
+  async renewLease(reservationId: string, leaseMs: number): Promise<boolean> {
+    return this.metering.renewLease(reservationId, leaseMs);
+  }
+
+  async settle(request: SettleRequest): Promise<SettleResult> {
+    return this.metering.settle(request);
+  }
+
+  async release(reservationId: string): Promise<void> {
+    this.metering.release(reservationId);
+  }
+
+  async releaseExpiredLeases(): Promise<number> {
+    const released = this.metering.releaseExpiredLeases();
+    this.metering.expireAllLapsed();
+    return released;
+  }
+
+  async usage(query: UsageQuery): Promise<UsageRow[]> {
+    const rows = this.db.prepare(`SELECT strftime('%Y-%m-%d', settled_at / 1000, 'unixepoch') AS date, model,
+        COUNT(*) AS requests, SUM(prompt_tokens) AS promptTokens, SUM(completion_tokens) AS completionTokens,
+        SUM(credits) AS credits
+      FROM completions
+      WHERE account_id = @account AND settled_at >= @from AND settled_at < @until AND (@model IS NULL OR model = @model)
+      GROUP BY date, model ORDER BY date, model`)
+      .all({ account: query.accountId, from: query.from.getTime(), until: query.until.getTime(), model: query.model ?? null });
+    return rows as UsageRow[];
+  }
+
+  async verifyLedger(): Promise<LedgerReport> {
+    return this.metering.verifyLedger();
+  }
+
+  async claimIdempotencyKey(accountId: string, key: string, fingerprint: string): Promise<IdempotencyClaim> {
+    return this.db.transaction((): IdempotencyClaim => {
+      const now = this.now().getTime();
+      const row = this.db.prepare('SELECT fingerprint, state, status, body, created_at FROM idempotency_keys WHERE account_id = ? AND key = ?')
+        .get(accountId, key) as { fingerprint: string; state: string; status: number | null; body: string | null; created_at: number } | undefined;
+      const stale = row && (row.created_at < now - IDEMPOTENCY_WINDOW_MS || (row.state === 'running' && row.created_at < now - IDEMPOTENCY_STALE_MS));
+      if (row && !stale) {
+        if (row.fingerprint !== fingerprint) return { state: 'mismatch' };
+        if (row.state === 'running') return { state: 'running' };
+        return { state: 'done', response: { status: row.status ?? 200, body: JSON.parse(row.body ?? 'null') } };
+      }
+      this.db.prepare(`INSERT OR REPLACE INTO idempotency_keys (account_id, key, fingerprint, state, created_at)
+        VALUES (?, ?, ?, 'running', ?)`).run(accountId, key, fingerprint, now);
+      return { state: 'claimed' };
+    }).immediate();
+  }
+
+  async completeIdempotencyKey(accountId: string, key: string, response: StoredResponse): Promise<void> {
+    this.db.prepare(`UPDATE idempotency_keys SET state = 'done', status = ?, body = ? WHERE account_id = ? AND key = ?`)
+      .run(response.status, JSON.stringify(response.body), accountId, key);
+  }
+
+  async abandonIdempotencyKey(accountId: string, key: string): Promise<void> {
+    this.db.prepare(`DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'running'`).run(accountId, key);
+  }
+
+  private now(): Date {
+    return this.clock.now();
+  }
+
+  private today(): string {
+    return utcDay(this.now());
+  }
+}
+
+const KEY_SELECT = `SELECT k.*, COALESCE(d.spent, 0) AS spent_today FROM api_keys k
+  LEFT JOIN key_days d ON d.key_id = k.id AND d.day = @day`;
+
+function toKeyRecord(row: KeyRow): ApiKeyRecord {
+  return {
+    id: row.id, accountId: row.account_id, name: row.name, environment: row.environment,
+    dailyCreditLimit: row.daily_credit_limit, redactedKey: row.redacted_key, createdAt: new Date(row.created_at),
+    lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
+    revokedAt: row.revoked_at === null ? null : new Date(row.revoked_at),
+    creditsSpentToday: row.spent_today,
+  };
+}

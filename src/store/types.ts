@@ -1,0 +1,185 @@
+/**
+ * The storage interface. Asynchronous at the boundary so that a networked
+ * database (PostgreSQL) can implement it; every money-moving method is one short
+ * transaction, and no method waits on anything but the database inside it.
+ */
+export type Environment = 'live' | 'test';
+export type CreditKind = 'earned' | 'purchased';
+
+export interface Account {
+  id: string;
+  name: string | null;
+  createdAt: Date;
+}
+
+export interface Grant {
+  id: string;
+  accountId: string;
+  kind: CreditKind;
+  amount: number;
+  expiresAt: Date | null;
+  createdAt: Date;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  accountId: string;
+  name: string | null;
+  environment: Environment;
+  dailyCreditLimit: number | null;
+  redactedKey: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+  creditsSpentToday: number;
+}
+
+/** What authentication needs: the record plus the salted hash. */
+export interface StoredApiKey extends ApiKeyRecord {
+  salt: string;
+  hash: string;
+}
+
+export interface NewApiKey {
+  id: string;
+  accountId: string;
+  name: string | null;
+  environment: Environment;
+  dailyCreditLimit: number | null;
+  redactedKey: string;
+  salt: string;
+  hash: string;
+}
+
+export interface Balances {
+  earned: number;
+  purchased: number;
+  /** Soonest expiry among earned grants that still hold credits. */
+  earnedExpiresAt: Date | null;
+  /** Held by reservations in flight. */
+  reserved: number;
+}
+
+/** What a reservation may draw on, read inside the reserving transaction. */
+export interface Funds {
+  /** Owned, unexpired credits not held by other requests. */
+  available: number;
+  /** Credits the key may still take today; null when the key has no cap. */
+  capRemaining: number | null;
+}
+
+export type ReservationDecision =
+  | { ok: true; amount: number; maxOutput: number }
+  | { ok: false; reason: 'insufficient_credits' | 'daily_cap'; message: string };
+
+/** Pure policy, run inside the transaction with the funds it read there. */
+export type ReservationPlanner = (funds: Funds) => ReservationDecision;
+
+export interface ReserveRequest {
+  reservationId: string;
+  accountId: string;
+  keyId: string;
+  model: string;
+  leaseMs: number;
+}
+
+export type ReserveOutcome =
+  | { ok: true; amount: number; maxOutput: number }
+  | { ok: false; reason: 'insufficient_credits' | 'daily_cap'; message: string };
+
+export interface SettleRequest {
+  reservationId: string;
+  /** Credits the request cost at list price. */
+  credits: number;
+  promptTokens: number;
+  completionTokens: number;
+  routedModel: string;
+}
+
+export interface SettleResult {
+  charged: number;
+  /** What the price asked for beyond what could be taken (recorded on the ledger). */
+  shortfall: number;
+  balanceRemaining: number;
+}
+
+export interface UsageQuery {
+  accountId: string;
+  from: Date;
+  /** Exclusive. */
+  until: Date;
+  model?: string;
+}
+
+export interface UsageRow {
+  date: string;
+  model: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  credits: number;
+}
+
+export interface LedgerDisagreement {
+  accountId: string;
+  /** A grant (`balance`, `held`) or a settled reservation (`charged`). */
+  subject: string;
+  field: 'balance' | 'held' | 'charged';
+  stored: number;
+  recomputed: number;
+}
+
+export interface LedgerReport {
+  accounts: number;
+  grants: number;
+  entries: number;
+  disagreements: LedgerDisagreement[];
+}
+
+export type IdempotencyClaim =
+  | { state: 'claimed' }
+  | { state: 'running' }
+  | { state: 'mismatch' }
+  | { state: 'done'; response: StoredResponse };
+
+export interface StoredResponse {
+  status: number;
+  body: unknown;
+}
+
+export interface Store {
+  readonly kind: 'sqlite' | 'postgres';
+  ping(): Promise<void>;
+  close(): Promise<void>;
+
+  createAccount(name: string | null): Promise<Account>;
+  getAccount(id: string): Promise<Account | null>;
+  grant(accountId: string, kind: CreditKind, amount: number, expiresAt: Date | null): Promise<Grant>;
+  balances(accountId: string): Promise<Balances>;
+
+  createApiKey(key: NewApiKey): Promise<ApiKeyRecord>;
+  findApiKey(id: string): Promise<StoredApiKey | null>;
+  listApiKeys(accountId: string): Promise<ApiKeyRecord[]>;
+  /** False when the key is unknown, another account's, or already revoked. */
+  revokeApiKey(accountId: string, keyId: string): Promise<boolean>;
+  /** Records use; cheap when the key was touched within the last minute. */
+  touchApiKey(keyId: string): Promise<void>;
+
+  /** Expires lapsed earned credits, reads the funds, asks `plan`, and takes the hold, in one transaction. */
+  reserve(request: ReserveRequest, plan: ReservationPlanner): Promise<ReserveOutcome>;
+  /** Extends a live reservation's lease; false when it is no longer held. */
+  renewLease(reservationId: string, leaseMs: number): Promise<boolean>;
+  /** Charges and releases the rest; idempotent on a reservation already closed. */
+  settle(request: SettleRequest): Promise<SettleResult>;
+  /** Releases a reservation at no charge. */
+  release(reservationId: string): Promise<void>;
+  /** Releases every reservation whose lease has passed; returns how many. */
+  releaseExpiredLeases(): Promise<number>;
+
+  usage(query: UsageQuery): Promise<UsageRow[]>;
+  verifyLedger(): Promise<LedgerReport>;
+
+  claimIdempotencyKey(accountId: string, key: string, fingerprint: string): Promise<IdempotencyClaim>;
+  completeIdempotencyKey(accountId: string, key: string, response: StoredResponse): Promise<void>;
+  abandonIdempotencyKey(accountId: string, key: string): Promise<void>;
+}
