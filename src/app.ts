@@ -66,7 +66,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : newId('req');
     },
-    disableRequestLogging: false,
     return503OnClosing: true,
   });
 

@@ -113,7 +113,9 @@ async function serve(v: Values, io: Io): Promise<number> {
   const providers = config.providers.map((p) => `${p.id} (${p.type})`).join(', ');
   io.err.write(`svc-gateway serving ${address.replace('0.0.0.0', '127.0.0.1')} — database ${databaseUrl}; ` +
     `models ${config.models.map((m) => m.id).join(', ')}; providers ${providers}\n` +
-    `First API key: npm run cli -- accounts create --name me   (then grant credits: see README)\n`);
+    'No key yet? In another terminal:\n' +
+    '  npm run cli -- accounts create --name me          # prints an account id and its first API key\n' +
+    '  npm run cli -- credits grant --account <acct_…> --kind purchased --amount 100000\n');
   return new Promise((resolve) => {
     const stop = () => {
       app.close().then(() => store.close()).then(() => resolve(0), () => resolve(1));
