@@ -54,7 +54,7 @@ export const commands: Record<string, Command> = {
       const { record, secret } = await issueApiKey(store, account.id, { name: 'default' });
       return print(v, io, { account: { id: account.id, name: account.name, created_at: isoSeconds(account.createdAt) }, api_key: { ...apiKeyObject(record), key: secret } },
         `account  ${account.id}\napi key  ${secret}\n\nThe key is shown only now. Grant credits with:\n` +
-        `  svc-gateway credits grant --account ${account.id} --kind purchased --amount 100000\n`);
+        `  npx svc-gateway credits grant --account ${account.id} --kind purchased --amount 100000\n`);
     }),
   },
   'credits grant': {
@@ -114,8 +114,8 @@ async function serve(v: Values, io: Io): Promise<number> {
   io.err.write(`svc-gateway serving ${address.replace('0.0.0.0', '127.0.0.1')} — database ${databaseUrl}; ` +
     `models ${config.models.map((m) => m.id).join(', ')}; providers ${providers}\n` +
     'No key yet? In another terminal:\n' +
-    '  npm run cli -- accounts create --name me          # prints an account id and its first API key\n' +
-    '  npm run cli -- credits grant --account <acct_…> --kind purchased --amount 100000\n');
+    '  npx svc-gateway accounts create --name me          # prints an account id and its first API key\n' +
+    '  npx svc-gateway credits grant --account <acct_…> --kind purchased --amount 100000\n');
   return new Promise((resolve) => {
     const stop = () => {
       app.close().then(() => store.close()).then(() => resolve(0), () => resolve(1));

@@ -66,9 +66,10 @@ export function simulate(request: UpstreamRequest): UpstreamCompletion {
 function composeReply(request: UpstreamRequest): string {
   const next = seededRandom(request);
   const targetTokens = MIN_TOKENS + Math.floor(next() * (MAX_TOKENS - MIN_TOKENS + 1));
-  let reply = '';
+  // Says what it is, so that nobody mistakes it for a model's answer.
+  let reply = `(Simulated reply from ${request.model}.)`;
   while (countTextTokens(reply) < targetTokens) {
-    reply += (reply === '' ? '' : ' ') + sentence(next);
+    reply += ` ${sentence(next)}`;
   }
   return reply;
 }
