@@ -56,6 +56,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const leaseMs = deps.leaseMs ?? 30_000;
   const completions = new CompletionService({
     store, catalog, router, breaker, clock, metrics, leaseMs, firstByteTimeoutMs: config.routing.first_byte_timeout_ms,
+    hedgeAfterMs: config.routing.hedge_after_ms,
   });
 
   const app = Fastify({

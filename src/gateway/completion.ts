@@ -29,6 +29,7 @@ export interface CompletionDeps {
   clock: Clock;
   metrics: Metrics;
   firstByteTimeoutMs: number;
+  hedgeAfterMs?: number;
   leaseMs: number;
 }
 
@@ -206,6 +207,7 @@ export class CompletionService {
     return {
       signal,
       firstByteTimeoutMs: this.deps.firstByteTimeoutMs,
+      hedgeAfterMs: this.deps.hedgeAfterMs,
       breaker: this.deps.breaker,
       onAttempt: (c: Candidate, outcome: string) => this.deps.metrics.upstreamAttempts.inc({ upstream: c.upstream, outcome }),
     };

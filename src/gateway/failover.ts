@@ -13,6 +13,8 @@ import type { Candidate } from './router.js';
 export interface FailoverOptions {
   signal: AbortSignal;
   firstByteTimeoutMs: number;
+  /** Start the next candidate alongside when the current one is silent this long. */
+  hedgeAfterMs?: number;
   breaker: Breaker;
   onAttempt?: (candidate: Candidate, outcome: 'ok' | UpstreamError['failure']) => void;
 }
@@ -59,32 +61,68 @@ export function openStreamWithFailover(
     }
     firstByte();
     return { first, rest: iterator, cancel: () => void iterator.return?.().catch(() => undefined) };
+  }, (loser) => loser.cancel());
+}
+
+/**
+ * Candidates start in order. Without hedging the next starts only when one
+ * fails; with `hedgeAfterMs`, also when the newest has sent no first byte by
+ * then, running alongside. The first attempt to succeed wins and the others
+ * are aborted.
+ */
+function runFailover<T>(candidates: Candidate[], options: FailoverOptions, attempt: Attempt<T>, dispose?: (loser: T) => void): Promise<Served<T>> {
+  if (options.signal.aborted) return Promise.reject(new UpstreamError('aborted', 'the client went away'));
+  return new Promise((resolve, reject) => {
+    const failures: Array<{ upstream: string; error: UpstreamError }> = [];
+    const live = new Set<AbortController>();
+    let next = 0;
+    let decided = false;
+
+    const decide = (outcome: () => void) => {
+      decided = true;
+      for (const controller of live) controller.abort();
+      outcome();
+    };
+    const launch = (): void => {
+      if (decided) return;
+      const candidate = candidates[next++];
+      if (!candidate) {
+        if (live.size === 0) decide(() => reject(allFailed(failures)));
+        return;
+      }
+      const controller = new AbortController();
+      live.add(controller);
+      const hedge = options.hedgeAfterMs === undefined || next >= candidates.length ? null : setTimeout(launch, options.hedgeAfterMs);
+      const stopHedge = () => hedge && clearTimeout(hedge);
+      attemptWithTimeout(candidate, options, attempt, controller, stopHedge).then(
+        (result) => {
+          stopHedge();
+          live.delete(controller);
+          if (decided) return dispose?.(result);
+          options.breaker.recordSuccess(candidate.upstream);
+          options.onAttempt?.(candidate, 'ok');
+          decide(() => resolve({ candidate, result }));
+        },
+        (err: unknown) => {
+          stopHedge();
+          live.delete(controller);
+          if (decided) return;
+          const error = err instanceof UpstreamError ? err : new UpstreamError('malformed', 'adapter failed', { cause: err });
+          options.onAttempt?.(candidate, error.failure);
+          if (options.signal.aborted) return decide(() => reject(new UpstreamError('aborted', 'the client went away')));
+          options.breaker.recordFailure(candidate.upstream, `${error.failure}: ${error.message}`);
+          failures.push({ upstream: candidate.upstream, error });
+          launch();
+        },
+      );
+    };
+    launch();
   });
 }
 
-async function runFailover<T>(candidates: Candidate[], options: FailoverOptions, attempt: Attempt<T>): Promise<Served<T>> {
-  const failures: Array<{ upstream: string; error: UpstreamError }> = [];
-  for (const candidate of candidates) {
-    if (options.signal.aborted) throw new UpstreamError('aborted', 'the client went away');
-    try {
-      const result = await attemptWithTimeout(candidate, options, attempt);
-      options.breaker.recordSuccess(candidate.upstream);
-      options.onAttempt?.(candidate, 'ok');
-      return { candidate, result };
-    } catch (err) {
-      const error = err instanceof UpstreamError ? err : new UpstreamError('malformed', 'adapter failed', { cause: err });
-      options.onAttempt?.(candidate, error.failure);
-      if (error.failure === 'aborted' && options.signal.aborted) throw error;
-      options.breaker.recordFailure(candidate.upstream, `${error.failure}: ${error.message}`);
-      failures.push({ upstream: candidate.upstream, error });
-      if (!error.retryable) break;
-    }
-  }
-  throw allFailed(failures);
-}
-
-async function attemptWithTimeout<T>(candidate: Candidate, options: FailoverOptions, attempt: Attempt<T>): Promise<T> {
-  const controller = new AbortController();
+async function attemptWithTimeout<T>(
+  candidate: Candidate, options: FailoverOptions, attempt: Attempt<T>, controller: AbortController, onFirstByte: () => void,
+): Promise<T> {
   const abort = () => controller.abort();
   options.signal.addEventListener('abort', abort, { once: true });
   let timedOut = false;
@@ -94,7 +132,10 @@ async function attemptWithTimeout<T>(candidate: Candidate, options: FailoverOpti
   }, options.firstByteTimeoutMs);
   try {
     // On success the link to the caller's signal stays: a stream goes on using it.
-    return await attempt(candidate, controller.signal, () => clearTimeout(timer));
+    return await attempt(candidate, controller.signal, () => {
+      clearTimeout(timer);
+      onFirstByte();
+    });
   } catch (err) {
     options.signal.removeEventListener('abort', abort);
     if (timedOut) throw new UpstreamError('timeout', `no first byte within ${options.firstByteTimeoutMs} ms`, { cause: err });

@@ -1,0 +1,126 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { systemClock } from '../../src/clock.js';
+import { GatewayError } from '../../src/errors.js';
+import { Breaker } from '../../src/gateway/breaker.js';
+import { completeWithFailover, openStreamWithFailover } from '../../src/gateway/failover.js';
+import type { Candidate } from '../../src/gateway/router.js';
+import type { AttemptContext, ProviderAdapter, UpstreamCompletion, UpstreamEvent } from '../../src/providers/types.js';
+import { UpstreamError } from '../../src/providers/types.js';
+
+/** An in-process adapter: answers after `delayMs`, or fails as told; records what happened to it. */
+function scripted(id: string, script: { delayMs?: number; fail?: UpstreamError }) {
+  const log = { calls: 0, aborted: false };
+  const wait = async (ctx: AttemptContext) => {
+    log.calls += 1;
+    ctx.signal.addEventListener('abort', () => { log.aborted = true; });
+    if (script.delayMs) {
+      await sleep(script.delayMs, undefined, { signal: ctx.signal }).catch(() => {
+        throw new UpstreamError('aborted', 'aborted');
+      });
+    }
+    if (script.fail) throw script.fail;
+  };
+  const adapter: ProviderAdapter = {
+    id,
+    async complete(_request, ctx): Promise<UpstreamCompletion> {
+      await wait(ctx);
+      ctx.onFirstByte();
+      return { content: `from ${id}`, finishReason: 'stop', usage: { promptTokens: 1, completionTokens: 2 } };
+    },
+    async *stream(_request, ctx): AsyncGenerator<UpstreamEvent> {
+      await wait(ctx);
+      yield { type: 'delta', content: `from ${id}` };
+      yield { type: 'finish', finishReason: 'stop' };
+    },
+  };
+  const candidate: Candidate = { upstream: `${id}/m`, provider: adapter, model: 'm' };
+  return { candidate, log };
+}
+
+const request = { messages: [{ role: 'user' as const, content: 'hi' }], maxTokens: 10, temperature: 0.7, topP: 1 };
+
+function options(extra: { hedgeAfterMs?: number; firstByteTimeoutMs?: number; signal?: AbortSignal } = {}) {
+  return {
+    signal: extra.signal ?? new AbortController().signal,
+    firstByteTimeoutMs: extra.firstByteTimeoutMs ?? 2000,
+    hedgeAfterMs: extra.hedgeAfterMs,
+    breaker: new Breaker(2, 60_000, systemClock),
+  };
+}
+
+describe('failover', () => {
+  it('walks down the list when a route fails, and records the failure', async () => {
+    const a = scripted('a', { fail: new UpstreamError('status', 'HTTP 500', { status: 500 }) });
+    const b = scripted('b', {});
+    const opts = options();
+    const served = await completeWithFailover([a.candidate, b.candidate], request, opts);
+    assert.equal(served.candidate.upstream, 'b/m');
+    assert.equal(served.result.content, 'from b');
+    assert.deepEqual(opts.breaker.view(['a/m'])[0]!.failures, 1);
+  });
+
+  it('answers 502 naming every upstream when all fail, 504 when all time out', async () => {
+    const a = scripted('a', { fail: new UpstreamError('connection', 'reset') });
+    const b = scripted('b', { fail: new UpstreamError('status', 'HTTP 429', { status: 429 }) });
+    await assert.rejects(completeWithFailover([a.candidate, b.candidate], request, options()), (err: unknown) => {
+      assert.ok(err instanceof GatewayError);
+      assert.equal(err.status, 502);
+      assert.equal(err.code, 'upstream_unavailable');
+      assert.match(err.message, /a\/m: connection failed; b\/m: answered HTTP 429/);
+      return true;
+    });
+    const slow1 = scripted('s1', { delayMs: 1000 });
+    const slow2 = scripted('s2', { delayMs: 1000 });
+    await assert.rejects(completeWithFailover([slow1.candidate, slow2.candidate], request, options({ firstByteTimeoutMs: 50 })), (err: unknown) => {
+      assert.ok(err instanceof GatewayError);
+      assert.equal(err.status, 504);
+      assert.equal(err.code, 'upstream_timeout');
+      return true;
+    });
+    assert.equal(slow1.log.aborted, true);
+  });
+
+  it('without hedging, a slow route within the timeout serves and the next is never called', async () => {
+    const a = scripted('a', { delayMs: 80 });
+    const b = scripted('b', {});
+    const served = await completeWithFailover([a.candidate, b.candidate], request, options());
+    assert.equal(served.candidate.upstream, 'a/m');
+    assert.equal(b.log.calls, 0);
+  });
+
+  it('hedges: a silent first route gets a second alongside, the faster wins and the other is aborted', async () => {
+    const a = scripted('a', { delayMs: 1000 });
+    const b = scripted('b', { delayMs: 10 });
+    const served = await completeWithFailover([a.candidate, b.candidate], request, options({ hedgeAfterMs: 30 }));
+    assert.equal(served.candidate.upstream, 'b/m');
+    assert.equal(a.log.aborted, true);
+  });
+
+  it('hedges streams too, and a first route that answers before the hedge fires is the only one called', async () => {
+    const a = scripted('a', { delayMs: 1000 });
+    const b = scripted('b', {});
+    const served = await openStreamWithFailover([a.candidate, b.candidate], request, options({ hedgeAfterMs: 30 }));
+    assert.equal(served.candidate.upstream, 'b/m');
+    assert.deepEqual(served.result.first, [{ type: 'delta', content: 'from b' }]);
+    served.result.cancel();
+
+    const fast = scripted('fast', {});
+    const spare = scripted('spare', {});
+    const first = await completeWithFailover([fast.candidate, spare.candidate], request, options({ hedgeAfterMs: 200 }));
+    assert.equal(first.candidate.upstream, 'fast/m');
+    await sleep(250);
+    assert.equal(spare.log.calls, 0);
+  });
+
+  it('stops at once when the client goes away', async () => {
+    const controller = new AbortController();
+    const a = scripted('a', { delayMs: 1000 });
+    const b = scripted('b', {});
+    const pending = completeWithFailover([a.candidate, b.candidate], request, options({ signal: controller.signal }));
+    setTimeout(() => controller.abort(), 20);
+    await assert.rejects(pending, (err: unknown) => err instanceof UpstreamError && err.failure === 'aborted');
+    assert.equal(b.log.calls, 0);
+  });
+});
