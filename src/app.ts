@@ -14,7 +14,8 @@ import { CompletionService } from './gateway/completion.js';
 import { startSweeper } from './gateway/lease.js';
 import { Router } from './gateway/router.js';
 import { authenticateKey } from './http/auth.js';
-import { BODY_LIMIT_BYTES, installErrorHandling } from './http/errors.js';
+import { BODY_LIMIT_BYTES, installErrorHandling, sendError, toGatewayError } from './http/errors.js';
+import { errors } from './errors.js';
 import { chatCompletionRoutes } from './http/routes/v1/chat-completions.js';
 import { accountRoutes } from './http/routes/v1/account.js';
 import { usageRoutes } from './http/routes/v1/usage.js';
@@ -68,6 +69,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : newId('req');
     },
     return503OnClosing: true,
+    // Requests Fastify refuses before routing (a path with broken percent-encoding) get the one error body too.
+    frameworkErrors: (error, request, reply) => {
+      reply.header('x-request-id', request.id);
+      sendError(reply, error.code === 'FST_ERR_BAD_URL' ? errors.notFound('The path is not valid URL encoding.') : toGatewayError(error));
+    },
   });
 
   app.decorateRequest('caller', null);
@@ -85,7 +91,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   healthRoutes(app, { store, metrics });
   await app.register(async (v1) => {
     v1.addHook('onRequest', async (request) => {
-      request.caller = await authenticateKey(store, request);
+      request.caller = await authenticateKey(store, clock, request);
     });
     chatCompletionRoutes(v1, { store, completions, maxInFlight: config.limits.max_in_flight });
     accountRoutes(v1, { store, catalog, clock });

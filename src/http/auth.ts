@@ -5,6 +5,7 @@
  */
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
+import type { Clock } from '../clock.js';
 import { errors } from '../errors.js';
 import { parseApiKey, verifySecret } from '../keys/secret.js';
 import type { Store, StoredApiKey } from '../store/types.js';
@@ -29,7 +30,7 @@ export function bearerToken(request: FastifyRequest): string | null {
   return match ? match[1]! : null;
 }
 
-export async function authenticateKey(store: Store, request: FastifyRequest): Promise<AuthenticatedKey> {
+export async function authenticateKey(store: Store, clock: Clock, request: FastifyRequest): Promise<AuthenticatedKey> {
   const token = bearerToken(request);
   if (token === null) {
     throw errors.invalidApiKey('Missing API key. Send "Authorization: Bearer <key>" with a key of this gateway.');
@@ -39,7 +40,8 @@ export async function authenticateKey(store: Store, request: FastifyRequest): Pr
   const key = await store.findApiKey(parsed.id);
   if (!key || key.environment !== parsed.environment || !verifySecret(token, key.salt, key.hash)) throw errors.invalidApiKey();
   if (key.revokedAt !== null) throw errors.apiKeyRevoked();
-  await store.touchApiKey(key.id);
+  // The record says when it was last touched: write only when that is stale.
+  if (key.lastUsedAt === null || clock.now().getTime() - key.lastUsedAt.getTime() >= 60_000) await store.touchApiKey(key.id);
   return { accountId: key.accountId, keyId: key.id, key };
 }
 

@@ -3,9 +3,12 @@
  * error body with its status. Also body parsing and validation, so that a bad
  * body is always the same 400.
  */
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { errors, GatewayError } from '../errors.js';
+import { newId } from '../ids.js';
 
 export const BODY_LIMIT_BYTES = 8 * 1024 * 1024;
 
@@ -32,12 +35,20 @@ export function sendError(reply: FastifyReply, error: GatewayError): FastifyRepl
 
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
+    if (reply.raw.destroyed) {
+      request.log.info('the client went away before the answer');
+      return reply;
+    }
     const error = toGatewayError(err);
     if (error.status >= 500) request.log.error({ err: error.cause ?? err, code: error.code }, error.message);
     else request.log.info({ code: error.code }, error.message);
     return sendError(reply, error);
   });
   app.setNotFoundHandler((request, reply) => sendError(reply, errors.notFound(`Unknown path: ${request.method} ${request.url.split('?')[0]}.`)));
+  // Requests Node's HTTP parser refuses (headers too large, bytes that are not HTTP) never reach
+  // Fastify's error handler; Fastify's own answer to them is not the OpenAI error body.
+  app.server.removeAllListeners('clientError');
+  app.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
 
   // Every body is read as JSON whatever its content type claims, so a bad one is always invalid_json.
   app.removeAllContentTypeParsers();
@@ -50,6 +61,23 @@ export function installErrorHandling(app: FastifyInstance): void {
       done(errors.invalidJson('The request body is not valid JSON.'), undefined);
     }
   });
+}
+
+/** The raw answer to a request that could not be parsed as HTTP, in the one error body. */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const error = err.code === 'HPE_HEADER_OVERFLOW'
+    ? new GatewayError({ status: 431, type: 'invalid_request_error', code: 'request_too_large', message: 'The request headers are too large.' })
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new GatewayError({ status: 408, type: 'invalid_request_error', code: 'request_timeout', message: 'The request took too long to arrive.' })
+      : errors.invalidValue(null, 'The request could not be read as HTTP.');
+  const body = JSON.stringify(error.toBody());
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? 'Error'}\r\n` +
+      `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `x-request-id: ${newId('req')}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(err);
 }
 
 /** Answers 405 for the methods a path does not take (404 stays for paths that do not exist). */
