@@ -22,6 +22,13 @@ interface HoldRow extends GrantRow {
   expires_at: number | null;
 }
 
+/** A grant a settlement may charge: its own hold on it, plus what is free on it if unexpired. */
+interface PayableRow {
+  id: string;
+  own: number;
+  free: number;
+}
+
 interface ReservationRow {
   id: string;
   account_id: string;
@@ -63,9 +70,18 @@ export class SqliteMetering {
       reservation: db.prepare(`SELECT id, account_id, key_id, model, amount, day, state, charged FROM reservations WHERE id = ?`),
       holds: db.prepare(`SELECT g.id, g.balance, g.held, g.expires_at, h.amount AS hold FROM reservation_holds h
         JOIN grants g ON g.id = h.grant_id WHERE h.reservation_id = ? ${SPENDING_ORDER}`),
-      chargeHeld: db.prepare(`UPDATE grants SET balance = balance - @charge, held = held - @hold
-        WHERE id = @grant AND held >= @hold AND balance >= @charge`),
-      chargeFree: db.prepare(`UPDATE grants SET balance = balance - @charge WHERE id = @grant AND balance - held >= @charge`),
+      // The reservation's own holds (expired grants too: a hold taken before expiry may still
+      // be settled from) and every unexpired grant's free credits, in spending order.
+      payable: db.prepare(`SELECT g.id, COALESCE(h.amount, 0) AS own,
+          CASE WHEN g.expires_at IS NULL OR g.expires_at > @now THEN g.balance - g.held ELSE 0 END AS free
+        FROM grants g LEFT JOIN reservation_holds h ON h.grant_id = g.id AND h.reservation_id = @reservation
+        WHERE g.account_id = @account
+          AND (h.amount IS NOT NULL OR ((g.expires_at IS NULL OR g.expires_at > @now) AND g.balance > g.held))
+        ${SPENDING_ORDER}`),
+      // Lifts the hold and charges; beyond the hold only from free credits of an unexpired grant.
+      charge: db.prepare(`UPDATE grants SET balance = balance - @charge, held = held - @own
+        WHERE id = @grant AND held >= @own AND balance - held + @own >= @charge
+          AND (@charge <= @own OR expires_at IS NULL OR expires_at > @now)`),
       releaseHold: db.prepare(`UPDATE grants SET held = held - @hold WHERE id = @grant AND held >= @hold`),
       closeReservation: db.prepare(`UPDATE reservations SET state = @state, charged = @charged, closed_at = @now
         WHERE id = @id AND state = 'held'`),
@@ -131,25 +147,19 @@ export class SqliteMetering {
       const lim = (this.q.keyLimit!.get(res.key_id) as { lim: number | null }).lim;
       const day = this.q.keyDay!.get(res.key_id, res.day) as { spent: number; held: number };
       const capRoom = lim === null ? Infinity : lim - day.spent - (day.held - res.amount);
-      let left = Math.min(want, capRoom);
+      let left = Math.max(0, Math.min(want, capRoom));
 
+      // Charge in spending order over the reservation's own holds and the credits free now:
+      // earned credits freed since the reservation was taken go before purchased ones it held,
+      // and what the upstream counted beyond the estimate comes from free credits.
       const charges: Array<{ grant: string; amount: number }> = [];
-      const holds = this.q.holds!.all(res.id) as HoldRow[];
-      for (const h of holds) {
-        const charge = Math.min(left, h.hold);
-        mustChange(this.q.chargeHeld!.run({ charge, hold: h.hold, grant: h.id }), 'charge on held grant');
-        if (charge > 0) charges.push({ grant: h.id, amount: charge });
+      const payable = this.q.payable!.all({ reservation: res.id, account: res.account_id, now }) as PayableRow[];
+      for (const g of payable) {
+        const charge = Math.min(left, g.own + g.free);
+        if (charge === 0 && g.own === 0) continue;
+        mustChange(this.q.charge!.run({ charge, own: g.own, grant: g.id, now }), 'charge on grant');
+        if (charge > 0) charges.push({ grant: g.id, amount: charge });
         left -= charge;
-      }
-      if (left > 0) {
-        // The upstream counted more than the estimate: take the rest from what is free now.
-        for (const g of this.q.spendable!.all(res.account_id, now) as GrantRow[]) {
-          if (left === 0) break;
-          const charge = Math.min(left, g.balance - g.held);
-          mustChange(this.q.chargeFree!.run({ charge, grant: g.id }), 'charge on free grant');
-          charges.push({ grant: g.id, amount: charge });
-          left -= charge;
-        }
       }
       const charged = charges.reduce((sum, c) => sum + c.amount, 0);
       const shortfall = want - charged;

@@ -1,0 +1,112 @@
+/**
+ * Helpers for end-to-end tests through the openai SDK: firing many
+ * completions at once and classifying the outcomes, reading the gateway's own
+ * endpoints, and running the `ledger verify` CLI as an operator would.
+ */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import OpenAI from 'openai';
+import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
+import type { TestGateway } from './gateway.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** The gateway's metering metadata on a completion or its final chunk. */
+export interface SvcMeta {
+  requested_model: string;
+  routed_model: string;
+  credits_used: number;
+  balance_remaining: number;
+  latency_ms: number;
+}
+
+export type Outcome =
+  | { status: 200; svc: SvcMeta; content: string }
+  | { status: number; code: string | null | undefined; type: string | undefined; message: string };
+
+export function svcOf(value: unknown): SvcMeta | undefined {
+  return (value as { svc?: SvcMeta }).svc;
+}
+
+/** One completion, JSON or streamed, reduced to its status and what it cost. */
+export async function completionOutcome(client: OpenAI, params: ChatCompletionCreateParamsNonStreaming, stream: boolean): Promise<Outcome> {
+  try {
+    if (!stream) {
+      const completion = await client.chat.completions.create(params);
+      const svc = svcOf(completion);
+      if (!svc) throw new Error('completion without svc');
+      return { status: 200, svc, content: completion.choices[0]?.message.content ?? '' };
+    }
+    const chunks = await client.chat.completions.create({ ...params, stream: true });
+    let svc: SvcMeta | undefined;
+    let content = '';
+    for await (const chunk of chunks) {
+      content += chunk.choices[0]?.delta.content ?? '';
+      svc = svcOf(chunk) ?? svc;
+      if ((chunk as { error?: unknown }).error) throw new Error(`stream failed: ${JSON.stringify(chunk)}`);
+    }
+    if (!svc) throw new Error('stream ended without svc');
+    return { status: 200, svc, content };
+  } catch (err) {
+    if (err instanceof OpenAI.APIError && err.status !== undefined) {
+      return { status: err.status, code: err.code, type: err.type, message: err.message };
+    }
+    throw err;
+  }
+}
+
+export function statusCounts(outcomes: Outcome[]): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const o of outcomes) counts[o.status] = (counts[o.status] ?? 0) + 1;
+  return counts;
+}
+
+export function successes(outcomes: Outcome[]): Array<Extract<Outcome, { status: 200 }>> {
+  return outcomes.filter((o): o is Extract<Outcome, { status: 200 }> => o.status === 200 && 'svc' in o);
+}
+
+export interface CreditsBody {
+  total_credits: number;
+  earned_credits: { balance: number; expires_at: string | null; days_remaining: number };
+  purchased_credits: { balance: number; expires_at: null };
+  reserved_credits: number;
+  available_credits: number;
+}
+
+export async function getJson<T>(gw: TestGateway, key: string, path: string): Promise<T> {
+  const response = await fetch(`${gw.baseURL}${path}`, { headers: { authorization: `Bearer ${key}` } });
+  if (response.status !== 200) throw new Error(`GET ${path}: ${response.status} ${await response.text()}`);
+  return (await response.json()) as T;
+}
+
+export function credits(gw: TestGateway, key: string): Promise<CreditsBody> {
+  return getJson<CreditsBody>(gw, key, '/credits');
+}
+
+/** Polls until `check` holds; a synchronisation point, not a timing assertion. */
+export async function waitFor<T>(read: () => Promise<T>, check: (value: T) => boolean, what: string, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (check(value)) return value;
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}; last seen ${JSON.stringify(value)}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** `svc-gateway ledger verify --database sqlite:<file> --json`, run as its own process. */
+export function ledgerVerifyCli(dbPath: string): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--import', 'tsx', 'src/main.ts', 'ledger', 'verify', '--database', `sqlite:${dbPath}`, '--json'],
+      { cwd: ROOT }, (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
+        resolve({ code, stdout, stderr });
+      });
+  });
+}
