@@ -65,23 +65,13 @@ export function successes(outcomes: Outcome[]): Array<Extract<Outcome, { status:
   return outcomes.filter((o): o is Extract<Outcome, { status: 200 }> => o.status === 200 && 'svc' in o);
 }
 
-export interface CreditsBody {
-  total_credits: number;
-  earned_credits: { balance: number; expires_at: string | null; days_remaining: number };
-  purchased_credits: { balance: number; expires_at: null };
-  reserved_credits: number;
-  available_credits: number;
-}
-
 export async function getJson<T>(gw: TestGateway, key: string, path: string): Promise<T> {
   const response = await fetch(`${gw.baseURL}${path}`, { headers: { authorization: `Bearer ${key}` } });
   if (response.status !== 200) throw new Error(`GET ${path}: ${response.status} ${await response.text()}`);
   return (await response.json()) as T;
 }
 
-export function credits(gw: TestGateway, key: string): Promise<CreditsBody> {
-  return getJson<CreditsBody>(gw, key, '/credits');
-}
+export { credits } from './e2e.js';
 
 /** Polls until `check` holds; a synchronisation point, not a timing assertion. */
 export async function waitFor<T>(read: () => Promise<T>, check: (value: T) => boolean, what: string, timeoutMs = 10_000): Promise<T> {

@@ -6,7 +6,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import type { Database } from 'better-sqlite3';
+import type { Database, Statement } from 'better-sqlite3';
 import type { Clock } from '../../clock.js';
 import { systemClock, utcDay } from '../../clock.js';
 import { newId } from '../../ids.js';
@@ -54,6 +54,7 @@ function migrate(db: Database): void {
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
   private readonly metering: SqliteMetering;
+  private readonly statements = new Map<string, Statement>();
 
   constructor(private readonly db: Database, private readonly clock: Clock = systemClock) {
     this.metering = new SqliteMetering(db, clock);
@@ -64,7 +65,7 @@ export class SqliteStore implements Store {
   }
 
   async ping(): Promise<void> {
-    this.db.prepare('SELECT 1').get();
+    this.sql('SELECT 1').get();
   }
 
   async close(): Promise<void> {
@@ -73,12 +74,12 @@ export class SqliteStore implements Store {
 
   async createAccount(name: string | null): Promise<Account> {
     const account = { id: newId('acct'), name, createdAt: this.now() };
-    this.db.prepare('INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)').run(account.id, name, account.createdAt.getTime());
+    this.sql('INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)').run(account.id, name, account.createdAt.getTime());
     return account;
   }
 
   async getAccount(id: string): Promise<Account | null> {
-    const row = this.db.prepare('SELECT id, name, created_at FROM accounts WHERE id = ?').get(id) as
+    const row = this.sql('SELECT id, name, created_at FROM accounts WHERE id = ?').get(id) as
       { id: string; name: string | null; created_at: number } | undefined;
     return row ? { id: row.id, name: row.name, createdAt: new Date(row.created_at) } : null;
   }
@@ -86,9 +87,9 @@ export class SqliteStore implements Store {
   async grant(accountId: string, kind: CreditKind, amount: number, expiresAt: Date | null): Promise<Grant> {
     const grant: Grant = { id: newId('grant'), accountId, kind, amount, expiresAt, createdAt: this.now() };
     this.db.transaction(() => {
-      this.db.prepare(`INSERT INTO grants (id, account_id, kind, amount, balance, expires_at, created_at)
+      this.sql(`INSERT INTO grants (id, account_id, kind, amount, balance, expires_at, created_at)
         VALUES (?, ?, ?, ?, ?, ?, ?)`).run(grant.id, accountId, kind, amount, amount, expiresAt?.getTime() ?? null, grant.createdAt.getTime());
-      this.db.prepare(`INSERT INTO ledger (account_id, grant_id, entry, amount, created_at) VALUES (?, ?, 'grant', ?, ?)`)
+      this.sql(`INSERT INTO ledger (account_id, grant_id, entry, amount, created_at) VALUES (?, ?, 'grant', ?, ?)`)
         .run(accountId, grant.id, amount, grant.createdAt.getTime());
     }).immediate();
     return grant;
@@ -97,7 +98,7 @@ export class SqliteStore implements Store {
   async balances(accountId: string): Promise<Balances> {
     const now = this.now().getTime();
     // Lapsed earned credits count only for what holds taken before expiry keep.
-    const row = this.db.prepare(`SELECT
+    const row = this.sql(`SELECT
         COALESCE(SUM(CASE WHEN kind = 'earned' AND expires_at > @now THEN balance
                           WHEN kind = 'earned' THEN held ELSE 0 END), 0) AS earned,
         COALESCE(SUM(CASE WHEN kind = 'purchased' THEN balance ELSE 0 END), 0) AS purchased,
@@ -115,7 +116,7 @@ export class SqliteStore implements Store {
 
   async createApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
     const createdAt = this.now();
-    this.db.prepare(`INSERT INTO api_keys
+    this.sql(`INSERT INTO api_keys
       (id, account_id, name, environment, daily_credit_limit, redacted_key, salt, hash, created_at)
       VALUES (@id, @accountId, @name, @environment, @dailyCreditLimit, @redactedKey, @salt, @hash, @createdAt)`)
       .run({ ...key, createdAt: createdAt.getTime() });
@@ -127,25 +128,25 @@ export class SqliteStore implements Store {
   }
 
   async findApiKey(id: string): Promise<StoredApiKey | null> {
-    const row = this.db.prepare(`${KEY_SELECT} WHERE k.id = @id`).get({ id, day: this.today() }) as KeyRow | undefined;
+    const row = this.sql(`${KEY_SELECT} WHERE k.id = @id`).get({ id, day: this.today() }) as KeyRow | undefined;
     return row ? { ...toKeyRecord(row), salt: row.salt, hash: row.hash } : null;
   }
 
   async listApiKeys(accountId: string): Promise<ApiKeyRecord[]> {
-    const rows = this.db.prepare(`${KEY_SELECT} WHERE k.account_id = @accountId AND k.revoked_at IS NULL
+    const rows = this.sql(`${KEY_SELECT} WHERE k.account_id = @accountId AND k.revoked_at IS NULL
       ORDER BY k.created_at DESC, k.rowid DESC`).all({ accountId, day: this.today() }) as KeyRow[];
     return rows.map(toKeyRecord);
   }
 
   async revokeApiKey(accountId: string, keyId: string): Promise<boolean> {
-    const result = this.db.prepare(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL`)
+    const result = this.sql(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL`)
       .run(this.now().getTime(), keyId, accountId);
     return result.changes === 1;
   }
 
   async touchApiKey(keyId: string): Promise<void> {
     const now = this.now().getTime();
-    this.db.prepare(`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`)
+    this.sql(`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`)
       .run(now, keyId, now - TOUCH_EVERY_MS);
   }
 
@@ -172,7 +173,7 @@ export class SqliteStore implements Store {
   }
 
   async usage(query: UsageQuery): Promise<UsageRow[]> {
-    const rows = this.db.prepare(`SELECT strftime('%Y-%m-%d', settled_at / 1000, 'unixepoch') AS date, model,
+    const rows = this.sql(`SELECT strftime('%Y-%m-%d', settled_at / 1000, 'unixepoch') AS date, model,
         COUNT(*) AS requests, SUM(prompt_tokens) AS promptTokens, SUM(completion_tokens) AS completionTokens,
         SUM(credits) AS credits
       FROM completions
@@ -189,7 +190,7 @@ export class SqliteStore implements Store {
   async claimIdempotencyKey(accountId: string, key: string, fingerprint: string): Promise<IdempotencyClaim> {
     return this.db.transaction((): IdempotencyClaim => {
       const now = this.now().getTime();
-      const row = this.db.prepare('SELECT fingerprint, state, status, body, created_at FROM idempotency_keys WHERE account_id = ? AND key = ?')
+      const row = this.sql('SELECT fingerprint, state, status, body, created_at FROM idempotency_keys WHERE account_id = ? AND key = ?')
         .get(accountId, key) as { fingerprint: string; state: string; status: number | null; body: string | null; created_at: number } | undefined;
       const stale = row && (row.created_at < now - IDEMPOTENCY_WINDOW_MS || (row.state === 'running' && row.created_at < now - IDEMPOTENCY_STALE_MS));
       if (row && !stale) {
@@ -197,23 +198,33 @@ export class SqliteStore implements Store {
         if (row.state === 'running') return { state: 'running' };
         return { state: 'done', response: { status: row.status ?? 200, body: JSON.parse(row.body ?? 'null') } };
       }
-      this.db.prepare(`INSERT OR REPLACE INTO idempotency_keys (account_id, key, fingerprint, state, created_at)
+      this.sql(`INSERT OR REPLACE INTO idempotency_keys (account_id, key, fingerprint, state, created_at)
         VALUES (?, ?, ?, 'running', ?)`).run(accountId, key, fingerprint, now);
       return { state: 'claimed' };
     }).immediate();
   }
 
   async completeIdempotencyKey(accountId: string, key: string, response: StoredResponse): Promise<void> {
-    this.db.prepare(`UPDATE idempotency_keys SET state = 'done', status = ?, body = ? WHERE account_id = ? AND key = ?`)
+    this.sql(`UPDATE idempotency_keys SET state = 'done', status = ?, body = ? WHERE account_id = ? AND key = ?`)
       .run(response.status, JSON.stringify(response.body), accountId, key);
   }
 
   async abandonIdempotencyKey(accountId: string, key: string): Promise<void> {
-    this.db.prepare(`DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'running'`).run(accountId, key);
+    this.sql(`DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'running'`).run(accountId, key);
   }
 
   private now(): Date {
     return this.clock.now();
+  }
+
+  /** Each statement is prepared once, on first use. */
+  private sql(text: string): Statement {
+    let statement = this.statements.get(text);
+    if (!statement) {
+      statement = this.db.prepare(text);
+      this.statements.set(text, statement);
+    }
+    return statement;
   }
 
   private today(): string {
