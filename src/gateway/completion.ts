@@ -151,10 +151,15 @@ export class CompletionService {
     } finally {
       upstream.cancel();
       // Every exit passes here, the client leaving too: charge what was delivered,
-      // by the upstream's count only when it finished and reported one.
-      const tokens = (finishReason !== null && !failure ? usage : null) ?? this.countUsage(admission, content);
-      settled = { tokens, svc: await this.settle(admission, candidate, tokens, arrivedAt) };
+      // by the upstream's count only when it finished and reported one; nothing delivered costs nothing.
+      if (content === '' && finishReason === null) {
+        await this.releaseQuietly(admission);
+      } else {
+        const tokens = (finishReason !== null && !failure ? usage : null) ?? this.countUsage(admission, content);
+        settled = { tokens, svc: await this.settle(admission, candidate, tokens, arrivedAt) };
+      }
     }
+    if (!settled) throw failure ?? errors.upstreamUnavailable('The upstream ended the stream without content.');
     const completion = this.completion(admission, content, finishReason ?? 'stop', settled.tokens, settled.svc);
     yield failure ? { type: 'error', error: failure, completion } : { type: 'end', completion };
   }
