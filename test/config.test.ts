@@ -1,0 +1,99 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { ConfigError, DEFAULT_CONFIG_SOURCE, loadConfig, loadConfigFile, parseConfig } from '../src/config.js';
+import { DatabaseUrlError, openStore, sqlitePath } from '../src/store/open.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'svc-config-'));
+
+function configWith(change: (c: Record<string, unknown>) => void): unknown {
+  const copy = structuredClone(DEFAULT_CONFIG_SOURCE) as unknown as Record<string, unknown>;
+  change(copy);
+  return copy;
+}
+
+function refusal(source: unknown): string {
+  try {
+    parseConfig(source);
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return err.message;
+  }
+  return assert.fail('the config was accepted');
+}
+
+describe('config', () => {
+  it('serves the spec catalog on the simulator when there is no file', () => {
+    const config = loadConfig(undefined);
+    assert.deepEqual(config.models.map((m) => [m.id, m.context_window, m.pricing.input_credits_per_1k, m.pricing.output_credits_per_1k]), [
+      ['svc-auto', 128000, 10, 30], ['svc-fast', 64000, 4, 12], ['svc-code', 128000, 12, 40], ['svc-smart', 128000, 25, 75],
+    ]);
+    assert.deepEqual(config.providers.map((p) => p.type), ['simulator']);
+    assert.equal(config.routing.first_byte_timeout_ms, 15000);
+    assert.deepEqual(config.routing.breaker, { failures: 5, cooldown_ms: 30000 });
+  });
+
+  it('reads the contract example in YAML, and JSON too', () => {
+    const yaml = `
+providers:
+  - id: openai
+    type: openai
+    base_url: https://api.openai.com/v1
+    api_key_env: OPENAI_API_KEY
+models:
+  - id: svc-fast
+    name: SVC Fast
+    description: Low latency
+    context_window: 64000
+    pricing: { input_credits_per_1k: 4, output_credits_per_1k: 12 }
+    routes:
+      - { provider: openai, model: gpt-4o-mini }
+routing:
+  first_byte_timeout_ms: 15000
+  hedge_after_ms: 3000
+  breaker: { failures: 5, cooldown_ms: 30000 }
+`;
+    writeFileSync(join(dir, 'gateway.yaml'), yaml);
+    const fromYaml = loadConfigFile(join(dir, 'gateway.yaml'));
+    assert.equal(fromYaml.routing.hedge_after_ms, 3000);
+    assert.deepEqual(fromYaml.models[0]!.routes, [{ provider: 'openai', model: 'gpt-4o-mini' }]);
+    writeFileSync(join(dir, 'gateway.json'), JSON.stringify(fromYaml));
+    assert.deepEqual(loadConfigFile(join(dir, 'gateway.json')), fromYaml);
+  });
+
+  it('names the field of every refusal', () => {
+    assert.match(refusal(configWith((c) => {
+      (c.models as Array<{ routes?: Array<{ provider: string }> }>)[1]!.routes![0]!.provider = 'opnai';
+    })), /models\[1\]\.routes\[0\]\.provider: unknown provider 'opnai'/);
+    assert.match(refusal(configWith((c) => {
+      (c.models as Array<{ pricing: { input_credits_per_1k: unknown } }>)[2]!.pricing.input_credits_per_1k = 1.5;
+    })), /models\[2\]\.pricing\.input_credits_per_1k/);
+    assert.match(refusal(configWith((c) => {
+      (c.models as Array<{ auto?: Record<string, string> }>)[0]!.auto!.code = 'svc-nope';
+    })), /models\[0\]\.auto\.code: 'svc-nope' is not a model with routes/);
+    assert.match(refusal(configWith((c) => { c.providers = [{ id: 'x', type: 'openai' }]; })), /providers\[0\]\.base_url: required/);
+    assert.match(refusal(configWith((c) => { c.providers = [{ id: 'a', type: 'anthropic', base_url: 'https://x' }]; })), /providers\[0\]\.type: provider type 'anthropic' is not supported/);
+    assert.match(refusal(configWith((c) => { c.routing = { first_byte_timeout_ms: -1 }; })), /routing\.first_byte_timeout_ms/);
+    assert.match(refusal(configWith((c) => { c.models = []; })), /^.*\n\s+models:/);
+  });
+
+  it('says which file is unreadable or not YAML', () => {
+    assert.throws(() => loadConfigFile(join(dir, 'missing.yaml')), /cannot read config file .*missing\.yaml/);
+    writeFileSync(join(dir, 'broken.yaml'), 'providers: [\n');
+    assert.throws(() => loadConfigFile(join(dir, 'broken.yaml')), /is not valid YAML or JSON/);
+  });
+});
+
+describe('DATABASE_URL', () => {
+  it('takes the three sqlite spellings and refuses the rest', () => {
+    assert.equal(sqlitePath('sqlite:/var/lib/svc/gateway.db'), '/var/lib/svc/gateway.db');
+    assert.equal(sqlitePath('sqlite:///var/lib/svc/gateway.db'), '/var/lib/svc/gateway.db');
+    assert.equal(sqlitePath('sqlite:./data/gateway.db'), join(process.cwd(), 'data/gateway.db'));
+    assert.equal(sqlitePath('postgres://localhost/x'), null);
+    assert.throws(() => sqlitePath('sqlite:'), DatabaseUrlError);
+    assert.throws(() => openStore('mysql://localhost/x'), /must start with sqlite: or postgres:\/\//);
+    assert.throws(() => openStore('postgres://127.0.0.1/svc'), /PostgreSQL storage is not in this version yet/);
+  });
+});
