@@ -15,7 +15,7 @@ import { UpstreamError } from '../providers/types.js';
 import type { Store } from '../store/types.js';
 import type { Breaker } from './breaker.js';
 import type { Catalog, CatalogEntry } from './catalog.js';
-import { completeWithFailover, openStreamWithFailover } from './failover.js';
+import { openStreamWithFailover, type OpenedStream } from './failover.js';
 import { Lease } from './lease.js';
 import type { Candidate, RoutePlan, Router } from './router.js';
 import { secondsToUtcMidnight } from '../clock.js';
@@ -61,6 +61,10 @@ export type StreamOutput =
   | { type: 'end'; completion: ChatCompletion }
   | { type: 'error'; error: GatewayError; completion: ChatCompletion };
 
+/** Upstream prompt counts are believed up to this multiple of the gateway's estimate (plus the slack): tokenizers differ, not tenfold. */
+const PROMPT_TRUST = 2;
+const PROMPT_SLACK = 64;
+
 /** How long a stream waits in silence before it sends `: ping`. */
 const PING_INTERVAL_MS = 1000;
 
@@ -71,14 +75,14 @@ export class CompletionService {
   check(request: ChatRequest): CheckedRequest {
     const entry = this.deps.catalog.get(request.model);
     if (!entry) throw errors.modelNotFound(request.model);
-    const promptTokens = countPromptTokens(request.messages);
+    // Counting stops past the window: an oversized prompt costs no more than a full one.
+    const promptTokens = countPromptTokens(request.messages, entry.contextWindow);
     const needed = promptTokens + (request.maxTokens ?? 1);
-    if (needed > entry.contextWindow) {
-      throw errors.contextLengthExceeded(
-        `This model's context window is ${entry.contextWindow} tokens; the messages take ${promptTokens}` +
-        (request.maxTokens === null ? ' with no room left for output.' : ` and max_tokens asks for ${request.maxTokens} more.`));
-    }
+    if (needed > entry.contextWindow) throw contextExceeded(entry.contextWindow, promptTokens, request.maxTokens);
     const plan = this.deps.router.plan(entry, request.messages, needed);
+    // svc-auto may find no class whose alias holds the prompt.
+    const window = plan.auto ? this.deps.catalog.get(plan.auto.alias)!.contextWindow : entry.contextWindow;
+    if (needed > window) throw contextExceeded(window, promptTokens, request.maxTokens);
     return { request, entry, plan, promptTokens };
   }
 
@@ -86,7 +90,7 @@ export class CompletionService {
   async reserve(caller: Caller, checked: CheckedRequest): Promise<Admission> {
     const { store, clock, leaseMs } = this.deps;
     const reservationId = newId('res');
-    const contextWindow = Math.min(checked.entry.contextWindow, this.servingWindow(checked));
+    const contextWindow = this.servingWindow(checked);
     const outcome = await store.reserve(
       { reservationId, accountId: caller.accountId, keyId: caller.keyId, model: checked.entry.id, leaseMs },
       planReservation({ promptTokens: checked.promptTokens, maxTokens: checked.request.maxTokens, contextWindow, pricing: checked.entry.pricing }),
@@ -106,27 +110,46 @@ export class CompletionService {
     };
   }
 
+  /**
+   * A JSON completion. The upstream is streamed and gathered here, so that the
+   * first-byte timeout means the same in both modes (a non-streaming upstream
+   * sends no byte until it has written the whole answer). Nothing reaches the
+   * client before the end, so any failure costs nothing.
+   */
   async complete(admission: Admission, signal: AbortSignal, arrivedAt: number): Promise<ChatCompletion> {
     try {
-      const served = await completeWithFailover(admission.plan.candidates, this.upstreamRequest(admission), this.failoverOptions(signal));
-      const { content, finishReason, usage } = served.result;
-      const tokens = usage ?? this.countUsage(admission, content);
-      const svc = await this.settle(admission, served.candidate, tokens, arrivedAt);
-      return this.completion(admission, content, finishReason, tokens, svc);
+      const { candidate, result: upstream } = await openStreamWithFailover(
+        admission.plan.candidates, this.upstreamRequest(admission), this.failoverOptions(signal));
+      const gathered = await gather(upstream).catch((err: unknown) => {
+        throw err instanceof UpstreamError && err.failure !== 'aborted'
+          ? errors.upstreamUnavailable(`The upstream failed mid-answer: ${err.message}.`, err)
+          : err;
+      });
+      const tokens = this.meteredUsage(admission, gathered.usage, gathered.content);
+      const svc = await this.settle(admission, candidate, tokens, arrivedAt);
+      return this.completion(admission, gathered.content, gathered.finishReason, tokens, svc);
     } catch (err) {
       await this.releaseQuietly(admission);
       throw err;
     }
   }
 
+  /**
+   * A streamed completion. It always ends in one `end` or `error` output that
+   * carries the settled completion, also when the client left (then nobody
+   * reads it, but an Idempotency-Key keeps it).
+   */
   async *stream(admission: Admission, signal: AbortSignal, arrivedAt: number): AsyncGenerator<StreamOutput> {
-    let opened;
+    const opening = openStreamWithFailover(admission.plan.candidates, this.upstreamRequest(admission), this.failoverOptions(signal));
+    let opened: Awaited<typeof opening> | null = null;
     try {
-      const opening = openStreamWithFailover(admission.plan.candidates, this.upstreamRequest(admission), this.failoverOptions(signal));
       while (!(opened = await raceTimer(opening, PING_INTERVAL_MS))) yield { type: 'ping' };
-    } catch (err) {
-      await this.releaseQuietly(admission);
-      throw err;
+    } finally {
+      if (!opened) {
+        // Failed over to nothing, or the consumer left during pings: let go of the hold and any late stream.
+        opening.then((late) => late.result.cancel(), () => undefined);
+        await this.releaseQuietly(admission);
+      }
     }
     const { candidate, result: upstream } = opened;
     let content = '';
@@ -146,8 +169,10 @@ export class CompletionService {
         else if (e.type === 'usage') usage = e.usage;
       }
     } catch (err) {
-      if (!(err instanceof UpstreamError) || err.failure === 'aborted') throw err;
-      failure = errors.upstreamUnavailable(`The upstream failed mid-stream: ${err.message}.`, err);
+      if (!(err instanceof UpstreamError)) throw err;
+      failure = err.failure === 'aborted'
+        ? errors.upstreamUnavailable('The client closed the stream.', err)
+        : errors.upstreamUnavailable(`The upstream failed mid-stream: ${err.message}.`, err);
     } finally {
       upstream.cancel();
       // Every exit passes here, the client leaving too: charge what was delivered,
@@ -155,7 +180,7 @@ export class CompletionService {
       if (content === '' && finishReason === null) {
         await this.releaseQuietly(admission);
       } else {
-        const tokens = (finishReason !== null && !failure ? usage : null) ?? this.countUsage(admission, content);
+        const tokens = this.meteredUsage(admission, finishReason !== null && !failure ? usage : null, content);
         settled = { tokens, svc: await this.settle(admission, candidate, tokens, arrivedAt) };
       }
     }
@@ -189,14 +214,23 @@ export class CompletionService {
     await this.deps.store.release(admission.reservationId).catch(() => undefined);
   }
 
-  private countUsage(admission: Admission, content: string): TokenUsage {
-    return { promptTokens: admission.promptTokens, completionTokens: countTextTokens(content) };
+  /**
+   * The tokens to bill: the upstream's count when it gave one, else the
+   * gateway's own. Never more output than the `max_tokens` sent, nor a prompt
+   * far beyond the gateway's estimate: a broken upstream cannot drain an account.
+   */
+  private meteredUsage(admission: Admission, reported: TokenUsage | null, content: string): TokenUsage {
+    const usage = reported ?? { promptTokens: admission.promptTokens, completionTokens: countTextTokens(content, admission.maxOutput) };
+    return {
+      promptTokens: Math.min(usage.promptTokens, admission.promptTokens * PROMPT_TRUST + PROMPT_SLACK),
+      completionTokens: Math.min(usage.completionTokens, admission.maxOutput),
+    };
   }
 
-  /** The smallest context window among the aliases that may serve (svc-auto's target). */
+  /** The window of the alias that serves: svc-auto's target may be smaller than svc-auto's own. */
   private servingWindow(checked: CheckedRequest): number {
-    const alias = checked.plan.auto ? this.deps.catalog.get(checked.plan.auto.alias) : checked.entry;
-    return alias?.contextWindow ?? checked.entry.contextWindow;
+    const target = checked.plan.auto ? this.deps.catalog.get(checked.plan.auto.alias)! : checked.entry;
+    return Math.min(checked.entry.contextWindow, target.contextWindow);
   }
 
   private upstreamRequest(admission: Admission): Omit<UpstreamRequest, 'model'> {
@@ -233,6 +267,31 @@ export class CompletionService {
       svc,
     };
   }
+}
+
+/** Drains an opened stream into one answer; throws the upstream's failure. */
+async function gather(upstream: OpenedStream): Promise<{ content: string; finishReason: FinishReason; usage: TokenUsage | null }> {
+  let content = '';
+  let finishReason: FinishReason = 'stop';
+  let usage: TokenUsage | null = null;
+  try {
+    for (const pending = upstream.first.values(); ; ) {
+      const step = await nextEvent(pending, upstream.rest);
+      if (step.done) return { content, finishReason, usage };
+      const e = step.value;
+      if (e.type === 'delta') content += e.content;
+      else if (e.type === 'finish') finishReason = e.finishReason;
+      else usage = e.usage;
+    }
+  } finally {
+    upstream.cancel();
+  }
+}
+
+function contextExceeded(window: number, promptTokens: number, maxTokens: number | null): GatewayError {
+  const prompt = promptTokens > window ? `more than ${window}` : String(promptTokens);
+  return errors.contextLengthExceeded(`This model's context window is ${window} tokens; the messages take ${prompt}` +
+    (maxTokens === null ? ' with no room left for output.' : ` and max_tokens asks for ${maxTokens} more.`));
 }
 
 /** The events the failover loop already pulled, then the rest of the stream. */

@@ -19,7 +19,7 @@ export interface StreamFrame {
   includeUsage: boolean;
 }
 
-/** Sends `outputs` to the client; returns the final completion, or null if it never finished. */
+/** Sends `outputs` to the client; returns the settled completion (whole or cut), or null if nothing was settled. */
 export async function sendStream(reply: FastifyReply, frame: StreamFrame, outputs: AsyncGenerator<StreamOutput>): Promise<ChatCompletion | null> {
   const res = reply.raw;
   let started = false;
@@ -63,7 +63,7 @@ export async function sendStream(reply: FastifyReply, frame: StreamFrame, output
         }
         case 'error':
           await endWithError(res, out.error, { usage: out.completion.usage, svc: out.completion.svc });
-          return null;
+          return out.completion;
       }
     }
     return null;
@@ -79,12 +79,17 @@ async function endWithError(res: ServerResponse, error: GatewayError, extra: Rec
   res.end();
 }
 
-/** Writes with backpressure; resolves at once if the client is gone. */
+/** A client that reads nothing for this long is cut off: it must not hold credits and an upstream forever. */
+const DRAIN_TIMEOUT_MS = 30_000;
+
+/** Writes with backpressure; resolves at once if the client is gone, and drops a client that stopped reading. */
 function write(res: ServerResponse, text: string): Promise<void> {
   if (res.destroyed || res.writableEnded) return Promise.resolve();
   if (res.write(text)) return Promise.resolve();
   return new Promise((resolve) => {
+    const timer = setTimeout(() => res.destroy(), DRAIN_TIMEOUT_MS);
     const done = () => {
+      clearTimeout(timer);
       res.off('drain', done);
       res.off('close', done);
       resolve();

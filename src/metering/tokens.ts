@@ -16,8 +16,45 @@ const TOKENS_PER_REPLY = 3;
 /** User text is data: a `<|endoftext|>` in it is counted as text, never refused. */
 const AS_PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
 
-export function countTextTokens(text: string): number {
-  return text === '' ? 0 : encode(text, AS_PLAIN_TEXT).length;
+/**
+ * BPE work grows with the square of a pre-token's length, and a run without
+ * spaces (`aaaa…`, base64) is one pre-token: such runs are counted in slices of
+ * this many characters, which keeps the count linear (and a slice boundary adds
+ * at most a token).
+ */
+const MAX_RUN = 256;
+/** Text is encoded in pieces about this long, cut before whitespace so that no token is split. */
+const PIECE = 16_384;
+
+/**
+ * The tokens of `text`. With `limit`, counting stops once the count passes it
+ * (the result is then some number above `limit`), so that an oversized prompt
+ * costs no more work than the largest context window.
+ */
+export function countTextTokens(text: string, limit = Number.POSITIVE_INFINITY): number {
+  let total = 0;
+  for (let start = 0; start < text.length && total <= limit; ) {
+    let end = Math.min(text.length, start + PIECE);
+    if (end < text.length) {
+      const space = text.lastIndexOf(' ', end);
+      if (space > start) end = space;
+    }
+    total += countPiece(text.slice(start, end));
+    start = end;
+  }
+  return total;
+}
+
+function countPiece(piece: string): number {
+  if (!/\S{257}/.test(piece)) return encode(piece, AS_PLAIN_TEXT).length;
+  let total = 0;
+  let last = 0;
+  for (const run of piece.matchAll(/\S{257,}/g)) {
+    total += encode(piece.slice(last, run.index), AS_PLAIN_TEXT).length;
+    for (let i = 0; i < run[0].length; i += MAX_RUN) total += encode(run[0].slice(i, i + MAX_RUN), AS_PLAIN_TEXT).length;
+    last = run.index + run[0].length;
+  }
+  return total + encode(piece.slice(last), AS_PLAIN_TEXT).length;
 }
 
 /** The token ids of `text`, special-token look-alikes encoded as plain text. */
@@ -28,12 +65,13 @@ export function encodeText(text: string): number[] {
 /**
  * The prompt tokens of a chat, as in OpenAI's cookbook: per message 3, plus the
  * tokens of each field sent (role, content, name, tool_call_id), plus 1 for a
- * name; then 3 for the reply's priming.
+ * name; then 3 for the reply's priming. With `limit`, stops once past it.
  */
-export function countPromptTokens(messages: readonly ChatMessage[]): number {
+export function countPromptTokens(messages: readonly ChatMessage[], limit = Number.POSITIVE_INFINITY): number {
   let total = TOKENS_PER_REPLY;
   for (const message of messages) {
-    total += TOKENS_PER_MESSAGE + countTextTokens(message.role) + countTextTokens(message.content);
+    if (total > limit) break;
+    total += TOKENS_PER_MESSAGE + countTextTokens(message.role) + countTextTokens(message.content, limit - total);
     if (message.name !== undefined) total += TOKENS_PER_NAME + countTextTokens(message.name);
     if (message.toolCallId !== undefined) total += countTextTokens(message.toolCallId);
   }

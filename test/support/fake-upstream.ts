@@ -1,7 +1,7 @@
 /**
  * A scripted OpenAI-compatible upstream: a real HTTP server speaking the real
  * wire format, whose behaviour is chosen by the model name in the request
- * (`error-500`, `hang`, `slow-200`, `reset`, `malformed`, `cut`, `stall-300`…).
+ * (`error-500`, `hang`, `slow-200`, `reset`, `malformed`, `cut`, `stall-300`, `inflated`…).
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -139,8 +139,10 @@ function answerFor(body: Record<string, unknown>, model: string, script: Script)
   const max = typeof body.max_tokens === 'number' ? body.max_tokens : Infinity;
   const pieces = all.slice(0, Math.max(0, max));
   const reportsUsage = script.usage !== 'none' && !model.includes('no-usage');
-  const promptTokens = promptWords(body.messages);
-  const completionTokens = countWords(pieces.join(''));
+  // A model named `…inflated…` reports absurd usage, as a broken upstream might.
+  const inflate = model.includes('inflated') ? 1_000_000 : 0;
+  const promptTokens = promptWords(body.messages) + inflate;
+  const completionTokens = countWords(pieces.join('')) + inflate;
   const streamOptions = body.stream_options;
   return {
     id: `chatcmpl-fake${Date.now().toString(36)}`,

@@ -31,7 +31,7 @@ export function chatCompletionRoutes(app: FastifyInstance, deps: ChatRouteDeps):
     const checked = deps.completions.check(chat);
     if (inFlight >= deps.maxInFlight) throw errors.overloaded(1);
 
-    const idempotencyKey = headerValue(request, 'idempotency-key');
+    const idempotencyKey = idempotencyKeyOf(request);
     if (idempotencyKey !== null) {
       const claim = await deps.store.claimIdempotencyKey(caller.accountId, idempotencyKey, fingerprint(request.body));
       if (claim.state === 'mismatch') throw errors.idempotencyConflict('This Idempotency-Key was used with a different request body.');
@@ -105,9 +105,16 @@ export function toChatRequest(body: ChatCompletionBody): ChatRequest {
   };
 }
 
-function headerValue(request: FastifyRequest, name: string): string | null {
-  const value = request.headers[name];
-  return typeof value === 'string' && value.length > 0 && value.length <= 255 ? value : null;
+const MAX_IDEMPOTENCY_KEY = 255;
+
+/** The Idempotency-Key header, or null; one that cannot be honoured is refused, never ignored. */
+function idempotencyKeyOf(request: FastifyRequest): string | null {
+  const value = request.headers['idempotency-key'];
+  if (value === undefined) return null;
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_IDEMPOTENCY_KEY) {
+    throw errors.invalidValue('Idempotency-Key', `The Idempotency-Key header must be 1 to ${MAX_IDEMPOTENCY_KEY} characters, sent once.`);
+  }
+  return value;
 }
 
 function fingerprint(body: unknown): string {

@@ -1,0 +1,35 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { encode } from 'gpt-tokenizer';
+import { countPromptTokens, countTextTokens } from '../../src/metering/tokens.js';
+
+const prose = 'The gateway reserves credits before it calls an upstream, and settles them after. ';
+
+describe('token counting', () => {
+  it('counts ordinary text exactly as the tokenizer does, also across its internal pieces', () => {
+    for (const text of ['hello', prose, prose.repeat(1000), `${prose.repeat(300)}\n\n${'def f(x):\n    return x * 2\n'.repeat(200)}`]) {
+      assert.equal(countTextTokens(text), encode(text).length);
+    }
+    assert.equal(countTextTokens(''), 0);
+    assert.equal(countTextTokens('<|endoftext|>'), encode('<|endoftext|>', { disallowedSpecial: new Set() }).length);
+  });
+
+  it('counts a long run without spaces in linear work, within a token per slice of the exact count', () => {
+    const run = 'a'.repeat(4096);
+    const exact = encode(run).length;
+    const counted = countTextTokens(run);
+    assert.ok(counted >= exact && counted <= exact + 4096 / 256, `${counted} vs ${exact}`);
+    // A 1 MiB run (quadratic in the tokenizer alone) comes back with a plausible count.
+    const huge = countTextTokens('x'.repeat(1 << 20));
+    assert.ok(huge > (1 << 20) / 256 && huge <= 1 << 20, String(huge));
+  });
+
+  it('stops counting past a limit', () => {
+    const big = prose.repeat(100_000);
+    const limited = countTextTokens(big, 1000);
+    assert.ok(limited > 1000 && limited < 10_000, String(limited));
+    const messages = [{ role: 'user' as const, content: big }, { role: 'user' as const, content: 'more' }];
+    assert.ok(countPromptTokens(messages, 64_000) > 64_000);
+    assert.equal(countPromptTokens([{ role: 'user', content: 'hello' }], 64_000), countPromptTokens([{ role: 'user', content: 'hello' }]));
+  });
+});
