@@ -122,7 +122,7 @@ export interface UsageRow {
 
 export interface LedgerDisagreement {
   accountId: string;
-  /** A grant (`balance`, `held`) or a settled reservation (`charged`). */
+  /** A grant (`balance`, `held`), a key (`held`) or a settled reservation (`charged`). */
   subject: string;
   field: 'balance' | 'held' | 'charged';
   stored: number;

@@ -35,9 +35,12 @@ describe('leases', () => {
     assert.equal(await t.store.releaseExpiredLeases(), 0);
     assert.equal(await t.store.renewLease(lapsing.id, 30_000), false, 'a released reservation cannot be renewed');
     assert.deepEqual(await t.store.balances(a.accountId), { earned: 0, purchased: 100, earnedExpiresAt: null, reserved: 10 });
-    assert.deepEqual(t.raw().prepare('SELECT spent, held FROM key_days WHERE key_id = ?').get(a.keyId), { spent: 0, held: 10 });
-    assert.deepEqual(await t.store.settle(settleRequest(lapsing.id, 20)), { charged: 0, shortfall: 0, balanceRemaining: 100 });
-    assert.deepEqual(await t.store.settle(settleRequest(renewed.id, 10)), { charged: 10, shortfall: 0, balanceRemaining: 90 });
+    assert.deepEqual(t.raw().prepare('SELECT held FROM api_keys WHERE id = ?').get(a.keyId), { held: 10 });
+    // The lapsed request ended after all: it is settled late, from what is free now, within the cap.
+    assert.deepEqual(await t.store.settle(settleRequest(lapsing.id, 20)), { charged: 20, shortfall: 0, balanceRemaining: 80 });
+    assert.deepEqual(await t.store.settle(settleRequest(lapsing.id, 20)), { charged: 20, shortfall: 0, balanceRemaining: 80 }, 'once');
+    assert.deepEqual(await t.store.settle(settleRequest(renewed.id, 10)), { charged: 10, shortfall: 0, balanceRemaining: 70 });
+    assert.deepEqual((await t.store.verifyLedger()).disagreements, []);
   });
 
   it('two Store instances on one file release each lapsed reservation once between them', async () => {
@@ -142,7 +145,8 @@ describe('CHECK constraints', () => {
     assert.throws(() => raw.prepare('UPDATE grants SET balance = 3 WHERE id = ?').run(id), /CHECK constraint failed/);
     assert.throws(() => raw.prepare('UPDATE grants SET held = 11 WHERE id = ?').run(id), /CHECK constraint failed/);
     assert.throws(() => raw.prepare('UPDATE grants SET held = -1 WHERE id = ?').run(id), /CHECK constraint failed/);
-    assert.throws(() => raw.prepare('UPDATE key_days SET held = -1').run(), /CHECK constraint failed/);
+    assert.throws(() => raw.prepare('UPDATE api_keys SET held = -1').run(), /CHECK constraint failed/);
+    assert.throws(() => raw.prepare('INSERT INTO key_days (key_id, day, spent) SELECT id, \'2026-01-01\', -1 FROM api_keys').run(), /CHECK constraint failed/);
     assert.deepEqual(grantState(raw, id), { id, kind: 'purchased', balance: 10, held: 4 });
   });
 

@@ -168,7 +168,7 @@ describe('release', () => {
     assert.equal(before.reserved, 0);
     assert.deepEqual(grantState(t.raw(), a.earnedGrants[0]!), { id: a.earnedGrants[0], kind: 'earned', balance: 20, held: 0 });
     assert.deepEqual(ledgerRows(t.raw(), { reservationId: r.id }), []);
-    assert.deepEqual(t.raw().prepare('SELECT spent, held FROM key_days WHERE key_id = ?').get(a.keyId), { spent: 0, held: 0 });
+    assert.deepEqual(t.raw().prepare('SELECT held FROM api_keys WHERE id = ?').get(a.keyId), { held: 0 });
 
     await t.store.release(r.id);
     assert.deepEqual(await t.store.settle(settleRequest(r.id, 10)), { charged: 0, shortfall: 0, balanceRemaining: 70 });
@@ -256,16 +256,21 @@ describe('daily cap', () => {
     clock.set('2026-11-21T23:59:59.999Z');
     assert.equal((await reserveFor(t.store, a, 1)).outcome.ok, false);
     clock.set('2026-11-22T00:00:00Z');
+    // A new day: nothing settled yet, but yesterday's 20 credits still in flight count against it.
     const nextDay: Funds[] = [];
-    const fresh = await reserveFor(t.store, a, 30, { seen: nextDay });
-    assert.deepEqual(nextDay, [{ available: 970, capRemaining: 30 }]);
+    assert.equal((await reserveFor(t.store, a, 11, { seen: nextDay })).outcome.ok, false);
+    assert.deepEqual(nextDay, [{ available: 970, capRemaining: 10 }]);
+    const fresh = await reserveFor(t.store, a, 10);
+    assert.equal(fresh.outcome.ok, true);
     assert.equal((await t.store.findApiKey(a.keyId))!.creditsSpentToday, 0);
-    await t.store.settle(settleRequest(fresh.id, 30));
-    // Yesterday's hold settles against yesterday: today's spend stays within the cap.
+    // Yesterday's hold settles today, and counts today: the day still ends within its cap.
     await t.store.settle(settleRequest(held.id, 15));
-    assert.equal((await t.store.findApiKey(a.keyId))!.creditsSpentToday, 30);
-    assert.deepEqual(t.raw().prepare('SELECT day, spent, held FROM key_days WHERE key_id = ? ORDER BY day').all(a.keyId), [
-      { day: '2026-11-21', spent: 25, held: 5 }, { day: '2026-11-22', spent: 30, held: 0 },
+    await t.store.settle(settleRequest(fresh.id, 10));
+    assert.equal((await t.store.findApiKey(a.keyId))!.creditsSpentToday, 25);
+    assert.deepEqual(t.raw().prepare('SELECT day, spent FROM key_days WHERE key_id = ? ORDER BY day').all(a.keyId), [
+      { day: '2026-11-21', spent: 10 }, { day: '2026-11-22', spent: 25 },
     ]);
+    assert.deepEqual(t.raw().prepare('SELECT held FROM api_keys WHERE id = ?').get(a.keyId), { held: 5 });
+    assert.deepEqual((await t.store.verifyLedger()).disagreements, []);
   });
 });

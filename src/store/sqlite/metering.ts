@@ -29,6 +29,12 @@ interface PayableRow {
   free: number;
 }
 
+interface KeyCapRow {
+  lim: number | null;
+  held: number;
+  spent: number;
+}
+
 interface ReservationRow {
   id: string;
   account_id: string;
@@ -36,7 +42,7 @@ interface ReservationRow {
   model: string;
   amount: number;
   day: string;
-  state: 'held' | 'settled' | 'released';
+  state: 'held' | 'settled' | 'released' | 'lapsed';
   charged: number;
 }
 
@@ -55,13 +61,15 @@ export class SqliteMetering {
       expire: db.prepare(`UPDATE grants SET balance = held WHERE id = ? AND balance = ? AND held = ?`),
       spendable: db.prepare(`SELECT g.id, g.balance, g.held FROM grants g
         WHERE g.account_id = ? AND g.balance > g.held AND (g.expires_at IS NULL OR g.expires_at > ?) ${SPENDING_ORDER}`),
-      keyLimit: db.prepare(`SELECT daily_credit_limit AS lim FROM api_keys WHERE id = ?`),
-      keyDay: db.prepare(`SELECT spent, held FROM key_days WHERE key_id = ? AND day = ?`),
+      keyCap: db.prepare(`SELECT k.daily_credit_limit AS lim, k.held, COALESCE(d.spent, 0) AS spent
+        FROM api_keys k LEFT JOIN key_days d ON d.key_id = k.id AND d.day = ? WHERE k.id = ?`),
+      // The cap: today's settled credits plus every hold in flight plus the new one.
+      holdKey: db.prepare(`UPDATE api_keys SET held = held + @amount WHERE id = @key AND (daily_credit_limit IS NULL
+        OR held + @amount + COALESCE((SELECT spent FROM key_days WHERE key_id = @key AND day = @day), 0) <= daily_credit_limit)`),
+      unholdKey: db.prepare(`UPDATE api_keys SET held = held - @amount WHERE id = @key AND held >= @amount`),
       ensureKeyDay: db.prepare(`INSERT OR IGNORE INTO key_days (key_id, day) VALUES (?, ?)`),
-      holdKeyDay: db.prepare(`UPDATE key_days SET held = held + @amount
-        WHERE key_id = @key AND day = @day AND (@lim IS NULL OR spent + held + @amount <= @lim)`),
-      closeKeyDay: db.prepare(`UPDATE key_days SET held = held - @held, spent = spent + @charged
-        WHERE key_id = @key AND day = @day AND held >= @held`),
+      spendKeyDay: db.prepare(`UPDATE key_days SET spent = spent + @charged WHERE key_id = @key AND day = @day
+        AND (@lim IS NULL OR spent + @charged + (SELECT held FROM api_keys WHERE id = @key) <= @lim)`),
       insertReservation: db.prepare(`INSERT INTO reservations
         (id, account_id, key_id, model, amount, day, state, lease_until, created_at)
         VALUES (@id, @account, @key, @model, @amount, @day, 'held', @lease, @now)`),
@@ -74,7 +82,7 @@ export class SqliteMetering {
       // be settled from) and every unexpired grant's free credits, in spending order.
       payable: db.prepare(`SELECT g.id, COALESCE(h.amount, 0) AS own,
           CASE WHEN g.expires_at IS NULL OR g.expires_at > @now THEN g.balance - g.held ELSE 0 END AS free
-        FROM grants g LEFT JOIN reservation_holds h ON h.grant_id = g.id AND h.reservation_id = @reservation
+        FROM grants g LEFT JOIN reservation_holds h ON h.grant_id = g.id AND h.reservation_id = @reservation AND @holding = 1
         WHERE g.account_id = @account
           AND (h.amount IS NOT NULL OR ((g.expires_at IS NULL OR g.expires_at > @now) AND g.balance > g.held))
         ${SPENDING_ORDER}`),
@@ -84,7 +92,7 @@ export class SqliteMetering {
           AND (@charge <= @own OR expires_at IS NULL OR expires_at > @now)`),
       releaseHold: db.prepare(`UPDATE grants SET held = held - @hold WHERE id = @grant AND held >= @hold`),
       closeReservation: db.prepare(`UPDATE reservations SET state = @state, charged = @charged, closed_at = @now
-        WHERE id = @id AND state = 'held'`),
+        WHERE id = @id AND state = @from`),
       renew: db.prepare(`UPDATE reservations SET lease_until = ? WHERE id = ? AND state = 'held'`),
       leaseLapsed: db.prepare(`SELECT id FROM reservations WHERE state = 'held' AND lease_until < ? LIMIT 500`),
       ledger: db.prepare(`INSERT INTO ledger (account_id, grant_id, entry, amount, reservation_id, shortfall, created_at)
@@ -104,9 +112,8 @@ export class SqliteMetering {
       const grants = this.q.spendable!.all(request.accountId, now) as GrantRow[];
       const available = grants.reduce((sum, g) => sum + g.balance - g.held, 0);
       const day = utcDay(new Date(now));
-      const lim = (this.q.keyLimit!.get(request.keyId) as { lim: number | null } | undefined)?.lim ?? null;
-      const today = this.q.keyDay!.get(request.keyId, day) as { spent: number; held: number } | undefined;
-      const capRemaining = lim === null ? null : Math.max(0, lim - (today?.spent ?? 0) - (today?.held ?? 0));
+      const key = this.q.keyCap!.get(day, request.keyId) as KeyCapRow;
+      const capRemaining = key.lim === null ? null : Math.max(0, key.lim - key.spent - key.held);
 
       const decision = plan({ available, capRemaining });
       if (!decision.ok) return decision;
@@ -124,8 +131,7 @@ export class SqliteMetering {
         left -= take;
       }
       if (left !== 0) throw new Error(`reservation of ${decision.amount} exceeds the ${available} credits available`);
-      this.q.ensureKeyDay!.run(request.keyId, day);
-      mustChange(this.q.holdKeyDay!.run({ amount: decision.amount, key: request.keyId, day, lim }), 'daily cap hold');
+      mustChange(this.q.holdKey!.run({ amount: decision.amount, key: request.keyId, day }), 'daily cap hold');
       return decision;
     }).immediate();
   }
@@ -139,21 +145,24 @@ export class SqliteMetering {
       const now = this.clock.now().getTime();
       const res = this.q.reservation!.get(request.reservationId) as ReservationRow | undefined;
       if (!res) throw new Error(`no reservation ${request.reservationId}`);
-      if (res.state !== 'held') {
+      if (res.state === 'settled' || res.state === 'released') {
         return { charged: res.charged, shortfall: 0, balanceRemaining: this.owned(res.account_id, now) };
       }
+      // A reservation whose lease lapsed while its request still ran was let go by a
+      // sweeper and holds nothing any more: it is settled late, from what is free now.
+      const holding = res.state === 'held';
+      const ownHold = holding ? res.amount : 0;
       const want = Math.max(0, request.credits);
-      // The cap room left on the reservation's day once its own hold is lifted.
-      const lim = (this.q.keyLimit!.get(res.key_id) as { lim: number | null }).lim;
-      const day = this.q.keyDay!.get(res.key_id, res.day) as { spent: number; held: number };
-      const capRoom = lim === null ? Infinity : lim - day.spent - (day.held - res.amount);
+      const today = utcDay(new Date(now));
+      const key = this.q.keyCap!.get(today, res.key_id) as KeyCapRow;
+      const capRoom = key.lim === null ? Infinity : key.lim - key.spent - (key.held - ownHold);
       let left = Math.max(0, Math.min(want, capRoom));
 
       // Charge in spending order over the reservation's own holds and the credits free now:
       // earned credits freed since the reservation was taken go before purchased ones it held,
       // and what the upstream counted beyond the estimate comes from free credits.
       const charges: Array<{ grant: string; amount: number }> = [];
-      const payable = this.q.payable!.all({ reservation: res.id, account: res.account_id, now }) as PayableRow[];
+      const payable = this.q.payable!.all({ reservation: res.id, account: res.account_id, now, holding: holding ? 1 : 0 }) as PayableRow[];
       for (const g of payable) {
         const charge = Math.min(left, g.own + g.free);
         if (charge === 0 && g.own === 0) continue;
@@ -166,8 +175,10 @@ export class SqliteMetering {
       this.writeCharges(res, charges, shortfall, now);
       this.expireLapsed(res.account_id, now);
 
-      mustChange(this.q.closeKeyDay!.run({ held: res.amount, charged, key: res.key_id, day: res.day }), 'daily cap settle');
-      mustChange(this.q.closeReservation!.run({ state: 'settled', charged, now, id: res.id }), 'close reservation');
+      if (holding) mustChange(this.q.unholdKey!.run({ amount: res.amount, key: res.key_id }), 'daily cap unhold');
+      this.q.ensureKeyDay!.run(res.key_id, today);
+      mustChange(this.q.spendKeyDay!.run({ charged, key: res.key_id, day: today, lim: key.lim }), 'daily cap spend');
+      mustChange(this.q.closeReservation!.run({ state: 'settled', from: res.state, charged, now, id: res.id }), 'close reservation');
       this.q.insertCompletion!.run({
         id: res.id, account: res.account_id, key: res.key_id, model: res.model, routed: request.routedModel,
         prompt: request.promptTokens, completion: request.completionTokens, credits: charged, now,
@@ -177,7 +188,7 @@ export class SqliteMetering {
   }
 
   release(reservationId: string): void {
-    this.db.transaction(() => this.releaseHeld(reservationId, this.clock.now().getTime())).immediate();
+    this.db.transaction(() => this.releaseHeld(reservationId, this.clock.now().getTime(), 'released')).immediate();
   }
 
   /** Crashed processes leave held reservations behind; any instance lets them go, each once. */
@@ -185,7 +196,7 @@ export class SqliteMetering {
     return this.db.transaction((): number => {
       const now = this.clock.now().getTime();
       const ids = this.q.leaseLapsed!.all(now) as Array<{ id: string }>;
-      return ids.filter(({ id }) => this.releaseHeld(id, now)).length;
+      return ids.filter(({ id }) => this.releaseHeld(id, now, 'lapsed')).length;
     }).immediate();
   }
 
@@ -208,7 +219,15 @@ export class SqliteMetering {
     const settled = this.db.prepare(`SELECT r.id, r.account_id, r.charged,
         COALESCE((SELECT -SUM(l.amount) FROM ledger l WHERE l.reservation_id = r.id AND l.entry = 'charge'), 0) AS ledger_charged
       FROM reservations r WHERE r.state = 'settled'`).all() as Array<{ id: string; account_id: string; charged: number; ledger_charged: number }>;
+    const keys = this.db.prepare(`SELECT k.id, k.account_id, k.held,
+        COALESCE((SELECT SUM(r.amount) FROM reservations r WHERE r.key_id = k.id AND r.state = 'held'), 0) AS open_holds
+      FROM api_keys k`).all() as Array<{ id: string; account_id: string; held: number; open_holds: number }>;
     const disagreements: LedgerDisagreement[] = [];
+    for (const k of keys) {
+      if (k.held !== k.open_holds) {
+        disagreements.push({ accountId: k.account_id, subject: k.id, field: 'held', stored: k.held, recomputed: k.open_holds });
+      }
+    }
     for (const g of grants) {
       if (g.balance !== g.ledger_balance) {
         disagreements.push({ accountId: g.account_id, subject: g.id, field: 'balance', stored: g.balance, recomputed: g.ledger_balance });
@@ -235,13 +254,13 @@ export class SqliteMetering {
     return (this.q.owned!.get(now, accountId) as { owned: number }).owned;
   }
 
-  private releaseHeld(reservationId: string, now: number): boolean {
+  private releaseHeld(reservationId: string, now: number, state: 'released' | 'lapsed'): boolean {
     const res = this.q.reservation!.get(reservationId) as ReservationRow | undefined;
-    if (!res || this.q.closeReservation!.run({ state: 'released', charged: 0, now, id: reservationId }).changes !== 1) return false;
+    if (!res || this.q.closeReservation!.run({ state, from: 'held', charged: 0, now, id: reservationId }).changes !== 1) return false;
     for (const h of this.q.holds!.all(reservationId) as HoldRow[]) {
       mustChange(this.q.releaseHold!.run({ hold: h.hold, grant: h.id }), 'release hold');
     }
-    mustChange(this.q.closeKeyDay!.run({ held: res.amount, charged: 0, key: res.key_id, day: res.day }), 'daily cap release');
+    mustChange(this.q.unholdKey!.run({ amount: res.amount, key: res.key_id }), 'daily cap release');
     this.expireLapsed(res.account_id, now);
     return true;
   }

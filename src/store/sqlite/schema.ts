@@ -52,17 +52,18 @@ export const MIGRATIONS: readonly string[] = [
     hash                TEXT NOT NULL,
     created_at          INTEGER NOT NULL,
     last_used_at        INTEGER,
-    revoked_at          INTEGER
+    revoked_at          INTEGER,
+    -- Credits held by this key's reservations in flight, whatever day they were taken.
+    held                INTEGER NOT NULL DEFAULT 0 CHECK (held >= 0)
   );
   CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at);
 
-  -- Per key and UTC day: credits charged to reservations taken that day, and
-  -- credits still held by them. The cap is enforced on their sum.
+  -- Per key and UTC day: credits settled that day. The daily cap holds on this
+  -- day's spent plus the key's holds in flight (api_keys.held).
   CREATE TABLE key_days (
     key_id  TEXT NOT NULL REFERENCES api_keys(id),
     day     TEXT NOT NULL,
     spent   INTEGER NOT NULL DEFAULT 0 CHECK (spent >= 0),
-    held    INTEGER NOT NULL DEFAULT 0 CHECK (held >= 0),
     PRIMARY KEY (key_id, day)
   );
 
@@ -73,7 +74,9 @@ export const MIGRATIONS: readonly string[] = [
     model        TEXT NOT NULL,
     amount       INTEGER NOT NULL CHECK (amount >= 0),
     day          TEXT NOT NULL,
-    state        TEXT NOT NULL CHECK (state IN ('held', 'settled', 'released')),
+    -- released: let go at no charge; lapsed: released by a sweeper after its lease passed,
+    -- and still settled (late, from free credits) if its request ends after all.
+    state        TEXT NOT NULL CHECK (state IN ('held', 'settled', 'released', 'lapsed')),
     charged      INTEGER NOT NULL DEFAULT 0 CHECK (charged >= 0),
     lease_until  INTEGER NOT NULL,
     created_at   INTEGER NOT NULL,
