@@ -10,7 +10,7 @@ import { fakeUpstreamConfig } from '../test/support/gateway.js';
 
 const upstreamUrl = process.argv[2]!;
 const store = SqliteStore.open(join(mkdtempSync(join(tmpdir(), 'svc-bench-')), 'gateway.db'));
-const app = await buildApp({ config: parseConfig(fakeUpstreamConfig(upstreamUrl)), store, logger: false });
+const app = await buildApp({ config: parseConfig(fakeUpstreamConfig(upstreamUrl)), store, logger: false, env: { FAKE_UPSTREAM_KEY: 'sk-bench' } });
 const account = await store.createAccount('bench');
 await store.grant(account.id, 'purchased', 1_000_000_000, null);
 const { secret } = await issueApiKey(store, account.id, { name: 'bench' });

@@ -14,7 +14,7 @@ const pricingSchema = z.object({
 const providerSchema = z.object({
   id: z.string().min(1),
   type: z.enum(['openai', 'anthropic', 'gemini', 'simulator']),
-  base_url: z.string().url().optional(),
+  base_url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
   api_key_env: z.string().min(1).optional(),
   /** Most open connections to this provider (undici pool size). */
   connections: z.number().int().positive().default(128),

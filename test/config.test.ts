@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ConfigError, DEFAULT_CONFIG_SOURCE, loadConfig, loadConfigFile, parseConfig } from '../src/config.js';
 import { DatabaseUrlError, openStore, sqlitePath } from '../src/store/open.js';
+import { buildProviders } from '../src/providers/registry.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-config-'));
 
@@ -77,6 +78,17 @@ routing:
     assert.match(refusal(configWith((c) => { c.providers = [{ id: 'a', type: 'anthropic', base_url: 'https://x' }]; })), /providers\[0\]\.type: provider type 'anthropic' is not supported/);
     assert.match(refusal(configWith((c) => { c.routing = { first_byte_timeout_ms: -1 }; })), /routing\.first_byte_timeout_ms/);
     assert.match(refusal(configWith((c) => { c.models = []; })), /^.*\n\s+models:/);
+    assert.match(refusal(configWith((c) => { c.providers = [{ id: 'x', type: 'openai', base_url: 'ftp://example.com/v1' }]; })),
+      /providers\[0\]\.base_url: must be an http:\/\/ or https:\/\/ URL/);
+  });
+
+  it('refuses at boot a provider whose key variable is not set', () => {
+    const config = parseConfig({ ...(structuredClone(DEFAULT_CONFIG_SOURCE) as object),
+      providers: [{ id: 'simulator', type: 'simulator' }, { id: 'up', type: 'openai', base_url: 'http://127.0.0.1:1/v1', api_key_env: 'SVC_TEST_UNSET_KEY' }] });
+    assert.throws(() => buildProviders(config.providers, {}), /providers\[1\]\.api_key_env: the variable SVC_TEST_UNSET_KEY is not set/);
+    const built = buildProviders(config.providers, { SVC_TEST_UNSET_KEY: 'sk-x' });
+    assert.deepEqual([...built.adapters.keys()], ['simulator', 'up']);
+    void built.close();
   });
 
   it('says which file is unreadable or not YAML', () => {

@@ -37,6 +37,8 @@ Every command takes --database URL (else DATABASE_URL, else ${DEFAULT_DATABASE_U
 and --json for machine-readable output.
 `;
 
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
 const common = {
   database: { type: 'string' },
   json: { type: 'boolean' },
@@ -101,13 +103,16 @@ export const commands: Record<string, Command> = {
 
 async function serve(v: Values, io: Io): Promise<number> {
   const config = loadConfig(str(v.config) ?? io.env.SVC_CONFIG);
+  const level = io.env.LOG_LEVEL ?? 'info';
+  if (!LOG_LEVELS.includes(level)) throw new CliError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${level}'`);
+  const port = integer(str(v.port) ?? io.env.PORT ?? '8080', '--port');
+  if (port > 65_535) throw new CliError(`--port must be at most 65535, got ${port}`);
   const databaseUrl = str(v.database) ?? io.env.DATABASE_URL ?? DEFAULT_DATABASE_URL;
   const store = openStore(databaseUrl);
   const app = await buildApp({
     config, store, env: io.env, adminToken: io.env.SVC_ADMIN_TOKEN ?? null,
-    logger: { level: io.env.LOG_LEVEL ?? 'info' }, defaultMetrics: true,
+    logger: { level }, defaultMetrics: true,
   });
-  const port = integer(str(v.port) ?? io.env.PORT ?? '8080', '--port');
   const host = str(v.host) ?? io.env.HOST ?? '0.0.0.0';
   const address = await app.listen({ port, host });
   const providers = config.providers.map((p) => `${p.id} (${p.type})`).join(', ');

@@ -110,7 +110,8 @@ function runFailover<T>(candidates: Candidate[], options: FailoverOptions, attem
           const error = err instanceof UpstreamError ? err : new UpstreamError('malformed', 'adapter failed', { cause: err });
           options.onAttempt?.(candidate, error.failure);
           if (options.signal.aborted) return decide(() => reject(new UpstreamError('aborted', 'the client went away')));
-          options.breaker.recordFailure(candidate.upstream, `${error.failure}: ${error.message}`);
+          // A 400-class refusal of this request says nothing of the upstream's health.
+          if (!refusedRequest(error)) options.breaker.recordFailure(candidate.upstream, `${error.failure}: ${error.message}`);
           failures.push({ upstream: candidate.upstream, error });
           launch();
         },
@@ -143,6 +144,12 @@ async function attemptWithTimeout<T>(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** The upstream refused this request (400, 413, 422…), not our key (401, 403), model (404) or rate (408, 429). */
+function refusedRequest(error: UpstreamError): boolean {
+  const status = error.status ?? 0;
+  return error.failure === 'status' && status >= 400 && status < 500 && ![401, 403, 404, 408, 429].includes(status);
 }
 
 function allFailed(failures: Array<{ upstream: string; error: UpstreamError }>): GatewayError {

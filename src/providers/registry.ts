@@ -1,5 +1,5 @@
 /** Builds one adapter per configured provider. */
-import type { ProviderConfig } from '../config.js';
+import { ConfigError, type ProviderConfig } from '../config.js';
 import { createOpenAiAdapter } from './openai.js';
 import { createSimulatorAdapter } from './simulator.js';
 import type { ProviderAdapter } from './types.js';
@@ -13,12 +13,16 @@ export interface ProviderSet {
 export function buildProviders(providers: ProviderConfig[], env: Readonly<Record<string, string | undefined>>): ProviderSet {
   const adapters = new Map<string, ProviderAdapter>();
   const closers: Array<() => Promise<void>> = [];
-  for (const p of providers) {
+  providers.forEach((p, i) => {
+    const apiKey = p.api_key_env ? env[p.api_key_env] : undefined;
+    if (p.api_key_env && !apiKey) {
+      throw new ConfigError(`config is invalid:\n  providers[${i}].api_key_env: the variable ${p.api_key_env} is not set`);
+    }
     if (p.type === 'openai') {
       const adapter = createOpenAiAdapter({
         id: p.id,
         baseUrl: p.base_url!,
-        apiKey: p.api_key_env ? env[p.api_key_env] : undefined,
+        apiKey,
         connections: p.connections,
       });
       adapters.set(p.id, adapter);
@@ -26,8 +30,8 @@ export function buildProviders(providers: ProviderConfig[], env: Readonly<Record
     } else if (p.type === 'simulator') {
       adapters.set(p.id, createSimulatorAdapter(p.id));
     } else {
-      throw new Error(`provider type ${p.type} is not supported`);
+      throw new ConfigError(`config is invalid:\n  providers[${i}].type: provider type ${p.type} is not supported`);
     }
-  }
+  });
   return { adapters, close: async () => void (await Promise.all(closers.map((c) => c()))) };
 }

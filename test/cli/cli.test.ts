@@ -80,6 +80,15 @@ describe('svc-gateway CLI', () => {
     assert.match(run.stderr, /models\[0\]\.routes\[0\]\.provider: unknown provider 'q'/);
   });
 
+  it('will not serve with a bad LOG_LEVEL or port', async () => {
+    const level = await cli(['serve', '--port', '0', '--database', database], { LOG_LEVEL: 'verbose' });
+    assert.equal(level.code, 2);
+    assert.match(level.stderr, /LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got 'verbose'/);
+    const port = await cli(['serve', '--port', '70000', '--database', database]);
+    assert.equal(port.code, 2);
+    assert.match(port.stderr, /--port must be at most 65535/);
+  });
+
   it('serves, answers /healthz, and stops cleanly on SIGTERM', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--port', '0', '--host', '127.0.0.1', '--database', database], {
       stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LOG_LEVEL: 'warn' },

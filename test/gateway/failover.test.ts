@@ -61,6 +61,17 @@ describe('failover', () => {
     assert.deepEqual(opts.breaker.view(['a/m'])[0]!.failures, 1);
   });
 
+  it('does not hold a refusal of the request (HTTP 400) against the upstream\'s health', async () => {
+    const refusing = scripted('r', { fail: new UpstreamError('status', 'HTTP 400', { status: 400 }) });
+    const broken = scripted('k', { fail: new UpstreamError('status', 'HTTP 401', { status: 401 }) });
+    const ok = scripted('ok', {});
+    const opts = options();
+    for (let i = 0; i < 3; i++) await completeWithFailover([refusing.candidate, broken.candidate, ok.candidate], request, opts);
+    const [r, k] = opts.breaker.view(['r/m', 'k/m']);
+    assert.deepEqual([r!.failures, r!.state], [0, 'closed']);
+    assert.deepEqual([k!.failures, k!.state], [3, 'open']);
+  });
+
   it('answers 502 naming every upstream when all fail, 504 when all time out', async () => {
     const a = scripted('a', { fail: new UpstreamError('connection', 'reset') });
     const b = scripted('b', { fail: new UpstreamError('status', 'HTTP 429', { status: 429 }) });
