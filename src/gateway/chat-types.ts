@@ -18,6 +18,8 @@ export interface ChatRequest {
   frequencyPenalty?: number;
   user?: string;
   responseFormat?: Record<string, unknown>;
+  tools?: Array<Record<string, unknown>>;
+  toolChoice?: string | Record<string, unknown>;
 }
 
 export interface Svc {
@@ -36,12 +38,22 @@ export interface ChatUsage {
   total_tokens: number;
 }
 
+export interface WireToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export type AssistantMessage =
+  | { role: 'assistant'; content: string }
+  | { role: 'assistant'; content: string | null; tool_calls: WireToolCall[] };
+
 export interface ChatCompletion {
   id: string;
   object: 'chat.completion';
   created: number;
   model: string;
-  choices: Array<{ index: number; message: { role: 'assistant'; content: string }; finish_reason: FinishReason }>;
+  choices: Array<{ index: number; message: AssistantMessage; finish_reason: FinishReason }>;
   usage: ChatUsage;
   svc: Svc;
 }

@@ -10,7 +10,7 @@ import { newId } from '../ids.js';
 import { countPromptTokens, countTextTokens } from '../metering/tokens.js';
 import { creditsFor, planReservation } from '../metering/pricing.js';
 import type { Metrics } from '../metrics.js';
-import type { FinishReason, TokenUsage, UpstreamRequest } from '../providers/types.js';
+import type { TokenUsage, ToolCall, UpstreamEvent, UpstreamRequest } from '../providers/types.js';
 import { UpstreamError } from '../providers/types.js';
 import type { Store } from '../store/types.js';
 import type { Breaker } from './breaker.js';
@@ -19,7 +19,8 @@ import { openStreamWithFailover, type OpenedStream } from './failover.js';
 import { Lease } from './lease.js';
 import type { Candidate, RoutePlan, Router } from './router.js';
 import { secondsToUtcMidnight } from '../clock.js';
-import type { ChatCompletion, ChatRequest, Svc } from './chat-types.js';
+import type { ChatCompletion, ChatRequest, Svc, WireToolCall } from './chat-types.js';
+import { Answer } from './answer.js';
 
 export interface CompletionDeps {
   store: Store;
@@ -58,6 +59,7 @@ export interface Admission extends CheckedRequest {
 export type StreamOutput =
   | { type: 'ping' }
   | { type: 'delta'; content: string }
+  | Extract<UpstreamEvent, { type: 'tool_call' }>
   | { type: 'end'; completion: ChatCompletion }
   | { type: 'error'; error: GatewayError; completion: ChatCompletion };
 
@@ -76,7 +78,8 @@ export class CompletionService {
     const entry = this.deps.catalog.get(request.model);
     if (!entry) throw errors.modelNotFound(request.model);
     // Counting stops past the window: an oversized prompt costs no more than a full one.
-    const promptTokens = countPromptTokens(request.messages, entry.contextWindow);
+    const promptTokens = countPromptTokens(request.messages, entry.contextWindow)
+      + (request.tools ? countTextTokens(JSON.stringify(request.tools), entry.contextWindow) : 0);
     const needed = promptTokens + (request.maxTokens ?? 1);
     if (needed > entry.contextWindow) throw contextExceeded(entry.contextWindow, promptTokens, request.maxTokens);
     const plan = this.deps.router.plan(entry, request.messages, needed);
@@ -120,14 +123,14 @@ export class CompletionService {
     try {
       const { candidate, result: upstream } = await openStreamWithFailover(
         admission.plan.candidates, this.upstreamRequest(admission), this.failoverOptions(signal));
-      const gathered = await gather(upstream).catch((err: unknown) => {
+      const answer = await gather(upstream).catch((err: unknown) => {
         throw err instanceof UpstreamError && err.failure !== 'aborted'
           ? errors.upstreamUnavailable(`The upstream failed mid-answer: ${err.message}.`, err)
           : err;
       });
-      const tokens = this.meteredUsage(admission, gathered.usage, gathered.content);
+      const tokens = this.meteredUsage(admission, answer.usage, answer.outputText);
       const svc = await this.settle(admission, candidate, tokens, arrivedAt);
-      return this.completion(admission, gathered.content, gathered.finishReason, tokens, svc);
+      return this.completion(admission, answer, tokens, svc);
     } catch (err) {
       await this.releaseQuietly(admission);
       throw err;
@@ -152,9 +155,7 @@ export class CompletionService {
       }
     }
     const { candidate, result: upstream } = opened;
-    let content = '';
-    let finishReason: FinishReason | null = null;
-    let usage: TokenUsage | null = null;
+    const answer = new Answer();
     let failure: GatewayError | null = null;
     let settled: { tokens: TokenUsage; svc: Svc } | undefined;
     try {
@@ -162,11 +163,9 @@ export class CompletionService {
         const step = await nextEvent(pending, upstream.rest);
         if (step.done) break;
         const e = step.value;
-        if (e.type === 'delta' && e.content) {
-          content += e.content;
-          yield { type: 'delta', content: e.content };
-        } else if (e.type === 'finish') finishReason = e.finishReason;
-        else if (e.type === 'usage') usage = e.usage;
+        answer.add(e);
+        if (e.type === 'delta' && e.content) yield { type: 'delta', content: e.content };
+        else if (e.type === 'tool_call') yield e;
       }
     } catch (err) {
       if (!(err instanceof UpstreamError)) throw err;
@@ -177,15 +176,15 @@ export class CompletionService {
       upstream.cancel();
       // Every exit passes here, the client leaving too: charge what was delivered,
       // by the upstream's count only when it finished and reported one; nothing delivered costs nothing.
-      if (content === '' && finishReason === null) {
+      if (!answer.delivered) {
         await this.releaseQuietly(admission);
       } else {
-        const tokens = this.meteredUsage(admission, finishReason !== null && !failure ? usage : null, content);
+        const tokens = this.meteredUsage(admission, answer.finishReason !== null && !failure ? answer.usage : null, answer.outputText);
         settled = { tokens, svc: await this.settle(admission, candidate, tokens, arrivedAt) };
       }
     }
     if (!settled) throw failure ?? errors.upstreamUnavailable('The upstream ended the stream without content.');
-    const completion = this.completion(admission, content, finishReason ?? 'stop', settled.tokens, settled.svc);
+    const completion = this.completion(admission, answer, settled.tokens, settled.svc);
     yield failure ? { type: 'error', error: failure, completion } : { type: 'end', completion };
   }
 
@@ -219,8 +218,8 @@ export class CompletionService {
    * gateway's own. Never more output than the `max_tokens` sent, nor a prompt
    * far beyond the gateway's estimate: a broken upstream cannot drain an account.
    */
-  private meteredUsage(admission: Admission, reported: TokenUsage | null, content: string): TokenUsage {
-    const usage = reported ?? { promptTokens: admission.promptTokens, completionTokens: countTextTokens(content, admission.maxOutput) };
+  private meteredUsage(admission: Admission, reported: TokenUsage | null, output: string): TokenUsage {
+    const usage = reported ?? { promptTokens: admission.promptTokens, completionTokens: countTextTokens(output, admission.maxOutput) };
     return {
       promptTokens: Math.min(usage.promptTokens, admission.promptTokens * PROMPT_TRUST + PROMPT_SLACK),
       completionTokens: Math.min(usage.completionTokens, admission.maxOutput),
@@ -238,7 +237,7 @@ export class CompletionService {
     return {
       messages: r.messages, maxTokens: admission.maxOutput, temperature: r.temperature, topP: r.topP,
       stop: r.stop, seed: r.seed, presencePenalty: r.presencePenalty, frequencyPenalty: r.frequencyPenalty,
-      user: r.user, responseFormat: r.responseFormat,
+      user: r.user, responseFormat: r.responseFormat, tools: r.tools, toolChoice: r.toolChoice,
     };
   }
 
@@ -252,13 +251,17 @@ export class CompletionService {
     };
   }
 
-  private completion(admission: Admission, content: string, finishReason: FinishReason, tokens: TokenUsage, svc: Svc): ChatCompletion {
+  private completion(admission: Admission, answer: Answer, tokens: TokenUsage, svc: Svc): ChatCompletion {
+    const calls = answer.toolCalls;
+    const message: ChatCompletion['choices'][number]['message'] = calls.length === 0
+      ? { role: 'assistant', content: answer.content }
+      : { role: 'assistant', content: answer.content === '' ? null : answer.content, tool_calls: calls.map(toWireToolCall) };
     return {
       id: admission.id,
       object: 'chat.completion',
       created: admission.created,
       model: admission.entry.id,
-      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finishReason }],
+      choices: [{ index: 0, message, finish_reason: answer.finishReason ?? 'stop' }],
       usage: {
         prompt_tokens: tokens.promptTokens,
         completion_tokens: tokens.completionTokens,
@@ -269,19 +272,18 @@ export class CompletionService {
   }
 }
 
+export function toWireToolCall(call: ToolCall): WireToolCall {
+  return { id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } };
+}
+
 /** Drains an opened stream into one answer; throws the upstream's failure. */
-async function gather(upstream: OpenedStream): Promise<{ content: string; finishReason: FinishReason; usage: TokenUsage | null }> {
-  let content = '';
-  let finishReason: FinishReason = 'stop';
-  let usage: TokenUsage | null = null;
+async function gather(upstream: OpenedStream): Promise<Answer> {
+  const answer = new Answer();
   try {
     for (const pending = upstream.first.values(); ; ) {
       const step = await nextEvent(pending, upstream.rest);
-      if (step.done) return { content, finishReason, usage };
-      const e = step.value;
-      if (e.type === 'delta') content += e.content;
-      else if (e.type === 'finish') finishReason = e.finishReason;
-      else usage = e.usage;
+      if (step.done) return answer;
+      answer.add(step.value);
     }
   } finally {
     upstream.cancel();

@@ -53,6 +53,16 @@ export async function sendStream(reply: FastifyReply, frame: StreamFrame, output
           await write(res, encodeSseData(chunk(sentRole ? { content: out.content } : { role: 'assistant', content: out.content }, null)));
           sentRole = true;
           break;
+        case 'tool_call': {
+          const call = {
+            index: out.index,
+            ...(out.id !== undefined && { id: out.id, type: 'function' }),
+            function: { ...(out.name !== undefined && { name: out.name }), arguments: out.arguments },
+          };
+          await write(res, encodeSseData(chunk(sentRole ? { tool_calls: [call] } : { role: 'assistant', content: null, tool_calls: [call] }, null)));
+          sentRole = true;
+          break;
+        }
         case 'end': {
           const { usage, svc, choices } = out.completion;
           let text = encodeSseData(chunk(sentRole ? {} : { role: 'assistant', content: '' }, choices[0]!.finish_reason, { usage, svc }));

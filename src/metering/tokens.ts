@@ -74,6 +74,7 @@ export function countPromptTokens(messages: readonly ChatMessage[], limit = Numb
     total += TOKENS_PER_MESSAGE + countTextTokens(message.role) + countTextTokens(message.content, limit - total);
     if (message.name !== undefined) total += TOKENS_PER_NAME + countTextTokens(message.name);
     if (message.toolCallId !== undefined) total += countTextTokens(message.toolCallId);
+    for (const call of message.toolCalls ?? []) total += countTextTokens(call.name) + countTextTokens(call.arguments, limit - total);
   }
   return total;
 }

@@ -11,6 +11,7 @@ import {
   type FinishReason,
   type ProviderAdapter,
   type TokenUsage,
+  type ToolCall,
   type UpstreamCompletion,
   type UpstreamEvent,
   type UpstreamRequest,
@@ -145,13 +146,20 @@ export function toWireBody(request: UpstreamRequest, stream: boolean): Record<st
   if (request.frequencyPenalty !== undefined) body.frequency_penalty = request.frequencyPenalty;
   if (request.user !== undefined) body.user = request.user;
   if (request.responseFormat !== undefined) body.response_format = request.responseFormat;
+  if (request.tools !== undefined) body.tools = request.tools;
+  if (request.toolChoice !== undefined) body.tool_choice = request.toolChoice;
   return body;
 }
 
-function toWireMessage(message: ChatMessage): Record<string, string> {
-  const wire: Record<string, string> = { role: message.role, content: message.content };
+function toWireMessage(message: ChatMessage): Record<string, unknown> {
+  const calls = message.toolCalls ?? [];
+  // An assistant turn that only called tools has null content, as OpenAI writes it.
+  const wire: Record<string, unknown> = { role: message.role, content: message.content === '' && calls.length > 0 ? null : message.content };
   if (message.name !== undefined) wire.name = message.name;
   if (message.toolCallId !== undefined) wire.tool_call_id = message.toolCallId;
+  if (calls.length > 0) {
+    wire.tool_calls = calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
+  }
   return wire;
 }
 
@@ -169,6 +177,7 @@ export function parseCompletion(id: string, text: string): UpstreamCompletion {
   }
   return {
     content: content ?? '',
+    toolCalls: isRecord(message) ? toToolCalls(message.tool_calls) : [],
     finishReason: toFinishReason(choice.finish_reason),
     usage: toUsage(body.usage),
   };
@@ -192,6 +201,7 @@ async function* readChunkEvents(id: string, body: ResponseBody): AsyncGenerator<
     if (event.event === 'error') throw new UpstreamError('malformed', `${id} sent an error event: ${snippetOf(event.data)}`);
     const chunk = parseChunk(id, event.data);
     if (chunk.content !== '') yield { type: 'delta', content: chunk.content };
+    for (const call of chunk.toolCalls) yield { type: 'tool_call', ...call };
     if (chunk.finishReason !== null && !finished) {
       finished = true;
       yield { type: 'finish', finishReason: chunk.finishReason };
@@ -204,6 +214,7 @@ async function* readChunkEvents(id: string, body: ResponseBody): AsyncGenerator<
 
 interface ParsedChunk {
   content: string;
+  toolCalls: Array<{ index: number; id?: string; name?: string; arguments: string }>;
   finishReason: FinishReason | null;
   usage: TokenUsage | null;
 }
@@ -224,9 +235,31 @@ export function parseChunk(id: string, data: string): ParsedChunk {
   const reason = isRecord(choice) ? choice.finish_reason : undefined;
   return {
     content,
+    toolCalls: isRecord(delta) && Array.isArray(delta.tool_calls) ? delta.tool_calls.flatMap(toToolCallPiece) : [],
     finishReason: typeof reason === 'string' ? toFinishReason(reason) : null,
     usage: toUsage(chunk.usage),
   };
+}
+
+/** One `delta.tool_calls[]` entry: `index` always; `id` and `function.name` on the first piece. */
+function toToolCallPiece(piece: unknown): ParsedChunk['toolCalls'] {
+  if (!isRecord(piece) || !isCount(piece.index)) return [];
+  const fn = isRecord(piece.function) ? piece.function : {};
+  return [{
+    index: piece.index,
+    ...(typeof piece.id === 'string' && { id: piece.id }),
+    ...(typeof fn.name === 'string' && { name: fn.name }),
+    arguments: typeof fn.arguments === 'string' ? fn.arguments : '',
+  }];
+}
+
+function toToolCalls(calls: unknown): ToolCall[] {
+  if (!Array.isArray(calls)) return [];
+  return calls.flatMap((call): ToolCall[] => {
+    const fn = isRecord(call) && isRecord(call.function) ? call.function : null;
+    if (!isRecord(call) || !fn || typeof call.id !== 'string' || typeof fn.name !== 'string') return [];
+    return [{ id: call.id, name: fn.name, arguments: typeof fn.arguments === 'string' ? fn.arguments : '' }];
+  });
 }
 
 export function toFinishReason(reason: string): FinishReason {

@@ -4,11 +4,20 @@
  */
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
+/** A function call the model asked for; `arguments` is JSON text, as the model wrote it. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
 export interface ChatMessage {
   role: Role;
   content: string;
   name?: string;
   toolCallId?: string;
+  /** An assistant turn's calls, sent back with the tool results that answer them. */
+  toolCalls?: ToolCall[];
 }
 
 export type FinishReason = 'stop' | 'length' | 'content_filter' | 'tool_calls';
@@ -26,6 +35,9 @@ export interface UpstreamRequest {
   frequencyPenalty?: number;
   user?: string;
   responseFormat?: Record<string, unknown>;
+  /** Function definitions and the choice among them, in OpenAI's shape, passed through. */
+  tools?: Array<Record<string, unknown>>;
+  toolChoice?: string | Record<string, unknown>;
 }
 
 export interface TokenUsage {
@@ -35,6 +47,7 @@ export interface TokenUsage {
 
 export interface UpstreamCompletion {
   content: string;
+  toolCalls?: ToolCall[];
   finishReason: FinishReason;
   /** As the upstream reported it; null when it reported none. */
   usage: TokenUsage | null;
@@ -42,6 +55,8 @@ export interface UpstreamCompletion {
 
 export type UpstreamEvent =
   | { type: 'delta'; content: string }
+  /** A piece of the `index`th tool call: its id and name come first, its arguments in fragments. */
+  | { type: 'tool_call'; index: number; id?: string; name?: string; arguments: string }
   | { type: 'finish'; finishReason: FinishReason }
   | { type: 'usage'; usage: TokenUsage };
 

@@ -1,7 +1,7 @@
 /**
  * A scripted OpenAI-compatible upstream: a real HTTP server speaking the real
  * wire format, whose behaviour is chosen by the model name in the request
- * (`error-500`, `hang`, `slow-200`, `reset`, `malformed`, `cut`, `stall-300`, `inflated`…).
+ * (`error-500`, `hang`, `slow-200`, `reset`, `malformed`, `cut`, `stall-300`, `inflated`, `tools`…).
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -119,8 +119,57 @@ async function handle(req: IncomingMessage, res: ServerResponse, script: Script,
   if (behaviour.kind === 'error') return sendError(res, behaviour.status, errorType(behaviour.status), `${model} failed`);
 
   const answer = answerFor(body, model, script);
+  const call = toolCallFor(body, model);
+  if (call) return body.stream === true ? sendToolCallStream(res, answer, call) : sendToolCallJson(res, answer, call);
   if (body.stream === true) await sendStream(res, answer, behaviour, script);
   else await sendJson(res, answer, behaviour, script);
+}
+
+/** The arguments a `…tools…` model passes, cut into the pieces it streams them in. */
+export const TOOL_ARGUMENT_PIECES = ['{"city": ', '"Paris", ', '"unit": "C"}'];
+
+interface FakeToolCall { id: string; name: string }
+
+/** A model named `…tools…`, given tools, calls the first of them instead of answering. */
+function toolCallFor(body: Record<string, unknown>, model: string): FakeToolCall | null {
+  const tools = body.tools;
+  if (!model.includes('tools') || !Array.isArray(tools) || !isObject(tools[0]) || !isObject(tools[0].function)) return null;
+  const name = tools[0].function.name;
+  return typeof name === 'string' ? { id: 'call_fake_1', name } : null;
+}
+
+function toolCallUsage(answer: Answer) {
+  const completion = countWords(TOOL_ARGUMENT_PIECES.join(''));
+  const prompt = answer.usage?.prompt_tokens ?? 0;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+function sendToolCallJson(res: ServerResponse, answer: Answer, call: FakeToolCall): void {
+  const text = JSON.stringify({
+    id: answer.id, object: 'chat.completion', created: answer.created, model: answer.model,
+    choices: [{
+      index: 0,
+      message: { role: 'assistant', content: null, tool_calls: [{ id: call.id, type: 'function', function: { name: call.name, arguments: TOOL_ARGUMENT_PIECES.join('') } }] },
+      finish_reason: 'tool_calls',
+    }],
+    usage: toolCallUsage(answer),
+  });
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+async function sendToolCallStream(res: ServerResponse, answer: Answer, call: FakeToolCall): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  const send = (delta: Record<string, unknown>, finishReason: string | null = null, extra: Record<string, unknown> = {}) =>
+    write(res, `data: ${JSON.stringify({
+      id: answer.id, object: 'chat.completion.chunk', created: answer.created, model: answer.model,
+      choices: [{ index: 0, delta, finish_reason: finishReason }], ...extra,
+    })}\n\n`);
+  await send({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] });
+  for (const piece of TOOL_ARGUMENT_PIECES) await send({ tool_calls: [{ index: 0, function: { arguments: piece } }] });
+  await send({}, 'tool_calls');
+  if (answer.streamUsage) await write(res, `data: ${JSON.stringify({ id: answer.id, object: 'chat.completion.chunk', created: answer.created, model: answer.model, choices: [], usage: toolCallUsage(answer) })}\n\n`);
+  res.end('data: [DONE]\n\n');
 }
 
 interface Answer {

@@ -1,6 +1,6 @@
 /**
  * The body of POST /v1/chat/completions: the spec's fields plus the common
- * convention's. Unknown fields are dropped (never forwarded).
+ * convention's, tool calling included. Unknown fields are dropped (never forwarded).
  */
 import { z } from 'zod';
 
@@ -12,6 +12,11 @@ const message = z.object({
   content: z.union([z.string(), z.array(textPart), z.null()]),
   name: z.string().optional(),
   tool_call_id: z.string().optional(),
+  tool_calls: z.array(z.object({
+    id: z.string(),
+    type: z.literal('function'),
+    function: z.object({ name: z.string(), arguments: z.string() }),
+  })).optional(),
 });
 
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish();

@@ -70,8 +70,12 @@ export function chatCompletionRoutes(app: FastifyInstance, deps: ChatRouteDeps):
 
 /** A stored completion, told again as the stream it would have been. */
 async function* replay(completion: ChatCompletion): AsyncGenerator<StreamOutput> {
-  const content = completion.choices[0]?.message.content ?? '';
-  if (content) yield { type: 'delta', content };
+  const message = completion.choices[0]?.message;
+  if (message?.content) yield { type: 'delta', content: message.content };
+  const calls = message && 'tool_calls' in message ? message.tool_calls : [];
+  for (const [index, call] of calls.entries()) {
+    yield { type: 'tool_call', index, id: call.id, name: call.function.name, arguments: call.function.arguments };
+  }
   yield { type: 'end', completion };
 }
 
@@ -86,6 +90,7 @@ export function toChatRequest(body: ChatCompletionBody): ChatRequest {
     content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((part) => part.text).join(''),
     ...(m.name !== undefined ? { name: m.name } : {}),
     ...(m.tool_call_id !== undefined ? { toolCallId: m.tool_call_id } : {}),
+    ...(m.tool_calls ? { toolCalls: m.tool_calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) } : {}),
   }));
   const stop = body.stop ?? undefined;
   return {
@@ -102,6 +107,9 @@ export function toChatRequest(body: ChatCompletionBody): ChatRequest {
     frequencyPenalty: body.frequency_penalty ?? undefined,
     user: body.user ?? undefined,
     responseFormat: body.response_format ?? undefined,
+    // tool_choice without tools means nothing to an upstream (OpenAI refuses it): sent only with them.
+    tools: body.tools && body.tools.length > 0 ? body.tools : undefined,
+    toolChoice: body.tools && body.tools.length > 0 ? body.tool_choice ?? undefined : undefined,
   };
 }
 
