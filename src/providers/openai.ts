@@ -175,9 +175,10 @@ export function parseCompletion(id: string, text: string): UpstreamCompletion {
   if (typeof choice.finish_reason !== 'string') {
     throw new UpstreamError('malformed', `${id} sent no choices[0].finish_reason: ${snippetOf(text)}`);
   }
+  const toolCalls = isRecord(message) ? toToolCalls(message.tool_calls) : [];
   return {
     content: content ?? '',
-    toolCalls: isRecord(message) ? toToolCalls(message.tool_calls) : [],
+    ...(toolCalls.length > 0 && { toolCalls }),
     finishReason: toFinishReason(choice.finish_reason),
     usage: toUsage(body.usage),
   };
