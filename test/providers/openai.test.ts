@@ -284,6 +284,33 @@ describe('openai adapter against scripted streams', () => {
     ]);
   });
 
+  it('streams tool calls as typed pieces: id and name first, then argument fragments', async () => {
+    body =
+      chunk({ choices: [{ delta: { role: 'assistant', content: null, tool_calls: [
+        { index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } },
+        { index: 1, id: 'call_2', type: 'function', function: { name: 'get_time', arguments: '{}' } },
+      ] } }] }) +
+      chunk({ choices: [{ delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] } }] }) +
+      chunk({ choices: [{ delta: { tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }, { nonsense: true }] }, finish_reason: 'tool_calls' }] }) +
+      'data: [DONE]\n\n';
+    assert.deepEqual(await collect(adapter.stream(requestFor('m'), context())), [
+      { type: 'tool_call', index: 0, id: 'call_1', name: 'get_weather', arguments: '' },
+      { type: 'tool_call', index: 1, id: 'call_2', name: 'get_time', arguments: '{}' },
+      { type: 'tool_call', index: 0, arguments: '{"city":' },
+      { type: 'tool_call', index: 0, arguments: '"Paris"}' },
+      { type: 'finish', finishReason: 'tool_calls' },
+    ]);
+  });
+
+  it('reads the tool calls of a JSON answer', async () => {
+    body = JSON.stringify({ choices: [{ message: { content: null, tool_calls: [
+      { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+    ] }, finish_reason: 'tool_calls' }] });
+    assert.deepEqual(await adapter.complete(requestFor('m'), context()), {
+      content: '', toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' }], finishReason: 'tool_calls', usage: null,
+    });
+  });
+
   it('maps a JSON body without the expected shape to malformed, null content to empty', async () => {
     body = JSON.stringify({ choices: [] });
     await assert.rejects(adapter.complete(requestFor('m'), context()), failsWith('malformed'));
