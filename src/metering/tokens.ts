@@ -18,7 +18,7 @@ const AS_PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
 
 /**
  * BPE work grows with the square of a pre-token's length, and a run without
- * spaces (`aaaa…`, base64) is one pre-token: such runs are counted in slices of
+ * spaces (`aaaa…`, base64) or of nothing but whitespace is one pre-token: such runs are counted in slices of
  * this many characters, which keeps the count linear (and a slice boundary adds
  * at most a token).
  */
@@ -45,11 +45,14 @@ export function countTextTokens(text: string, limit = Number.POSITIVE_INFINITY):
   return total;
 }
 
+/** A run of one kind (all whitespace, or none) longer than MAX_RUN: a single pre-token the BPE would chew on. */
+const LONG_RUN = /\S{257,}|\s{257,}/g;
+
 function countPiece(piece: string): number {
-  if (!/\S{257}/.test(piece)) return encode(piece, AS_PLAIN_TEXT).length;
+  if (!/\S{257}|\s{257}/.test(piece)) return encode(piece, AS_PLAIN_TEXT).length;
   let total = 0;
   let last = 0;
-  for (const run of piece.matchAll(/\S{257,}/g)) {
+  for (const run of piece.matchAll(LONG_RUN)) {
     total += encode(piece.slice(last, run.index), AS_PLAIN_TEXT).length;
     for (let i = 0; i < run[0].length; i += MAX_RUN) total += encode(run[0].slice(i, i + MAX_RUN), AS_PLAIN_TEXT).length;
     last = run.index + run[0].length;
@@ -70,11 +73,12 @@ export function encodeText(text: string): number[] {
 export function countPromptTokens(messages: readonly ChatMessage[], limit = Number.POSITIVE_INFINITY): number {
   let total = TOKENS_PER_REPLY;
   for (const message of messages) {
-    if (total > limit) break;
-    total += TOKENS_PER_MESSAGE + countTextTokens(message.role) + countTextTokens(message.content, limit - total);
-    if (message.name !== undefined) total += TOKENS_PER_NAME + countTextTokens(message.name);
-    if (message.toolCallId !== undefined) total += countTextTokens(message.toolCallId);
-    for (const call of message.toolCalls ?? []) total += countTextTokens(call.name) + countTextTokens(call.arguments, limit - total);
+    const texts = [message.role, message.content, message.name, message.toolCallId, ...(message.toolCalls ?? []).flatMap((c) => [c.name, c.arguments])];
+    total += TOKENS_PER_MESSAGE + (message.name !== undefined ? TOKENS_PER_NAME : 0);
+    for (const text of texts) {
+      if (total > limit) return total;
+      if (text !== undefined) total += countTextTokens(text, limit - total);
+    }
   }
   return total;
 }

@@ -24,6 +24,14 @@ describe('token counting', () => {
     assert.ok(huge > (1 << 20) / 256 && huge <= 1 << 20, String(huge));
   });
 
+  it('counts a long run of whitespace in linear work too', () => {
+    const text = `start${'\n'.repeat(300_000)}end`;
+    const counted = countTextTokens(text);
+    assert.ok(counted >= 2 && counted <= 300_000, String(counted));
+    // Runs up to the slice length are counted exactly.
+    assert.equal(countTextTokens(`a${' '.repeat(200)}b`), encode(`a${' '.repeat(200)}b`).length);
+  });
+
   it('stops counting past a limit', () => {
     const big = prose.repeat(100_000);
     const limited = countTextTokens(big, 1000);
