@@ -162,10 +162,9 @@ export class CompletionService {
       for (const pending = upstream.first.values(); ; ) {
         const step = await nextEvent(pending, upstream.rest);
         if (step.done) break;
-        const e = step.value;
-        answer.add(e);
-        if (e.type === 'delta' && e.content) yield { type: 'delta', content: e.content };
-        else if (e.type === 'tool_call') yield e;
+        const out = answer.add(step.value);
+        if (out?.type === 'delta' && out.content) yield out;
+        else if (out?.type === 'tool_call') yield out;
       }
     } catch (err) {
       if (!(err instanceof UpstreamError)) throw err;

@@ -7,7 +7,6 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import type { GatewayError } from '../errors.js';
-import type { ChatCompletion } from '../gateway/chat-types.js';
 import type { StreamOutput } from '../gateway/completion.js';
 import { encodeSseComment, encodeSseData, SSE_DONE } from '../providers/sse.js';
 import { toGatewayError } from './errors.js';
@@ -19,8 +18,10 @@ export interface StreamFrame {
   includeUsage: boolean;
 }
 
-/** Sends `outputs` to the client; returns the settled completion (whole or cut), or null if nothing was settled. */
-export async function sendStream(reply: FastifyReply, frame: StreamFrame, outputs: AsyncGenerator<StreamOutput>): Promise<ChatCompletion | null> {
+type FinalOutput = Extract<StreamOutput, { type: 'end' | 'error' }>;
+
+/** Sends `outputs` to the client; returns the last output (the settled completion, and its error if cut), or null if nothing was settled. */
+export async function sendStream(reply: FastifyReply, frame: StreamFrame, outputs: AsyncGenerator<StreamOutput>): Promise<FinalOutput | null> {
   const res = reply.raw;
   let started = false;
   let sentRole = false;
@@ -69,11 +70,11 @@ export async function sendStream(reply: FastifyReply, frame: StreamFrame, output
           if (frame.includeUsage) text += encodeSseData({ ...chunk({}, null), choices: [], usage, svc });
           await write(res, text + SSE_DONE);
           res.end();
-          return out.completion;
+          return out;
         }
         case 'error':
           await endWithError(res, out.error, { usage: out.completion.usage, svc: out.completion.svc });
-          return out.completion;
+          return out;
       }
     }
     return null;

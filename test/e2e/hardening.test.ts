@@ -58,6 +58,11 @@ describe('hardening', () => {
     const retry = await call(gw, 'POST', '/v1/chat/completions', request);
     assert.equal(retry.status, 200);
     assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+    // Replayed as it was: the delivered words, then the same error chunk, never a clean finish.
+    const errorChunk = (text: string) => text.split('\n').find((line) => line.startsWith('data: {"error"'));
+    assert.ok(errorChunk(retry.text), retry.text);
+    assert.equal(errorChunk(retry.text), errorChunk(first.text));
+    assert.doesNotMatch(retry.text, /"finish_reason":"stop"/);
     assert.equal(100_000 - (await credits(gw, account.key)).total_credits, spent, 'charged once');
   });
 

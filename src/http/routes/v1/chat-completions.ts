@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { errors } from '../../../errors.js';
+import { errors, GatewayError } from '../../../errors.js';
 import type { ChatCompletion, ChatRequest } from '../../../gateway/chat-types.js';
 import type { CompletionService, StreamOutput } from '../../../gateway/completion.js';
 import type { ChatMessage } from '../../../providers/types.js';
@@ -37,7 +37,7 @@ export function chatCompletionRoutes(app: FastifyInstance, deps: ChatRouteDeps):
       if (claim.state === 'mismatch') throw errors.idempotencyConflict('This Idempotency-Key was used with a different request body.');
       if (claim.state === 'running') throw errors.idempotencyConflict('The first request with this Idempotency-Key is still running.');
       if (claim.state === 'done') {
-        const stored = claim.response.body as ChatCompletion;
+        const stored = claim.response.body as StoredCompletion;
         reply.header('idempotent-replayed', 'true');
         if (!chat.stream) return stored;
         await sendStream(reply, frameOf(stored.id, stored.created, chat), replay(stored));
@@ -50,33 +50,41 @@ export function chatCompletionRoutes(app: FastifyInstance, deps: ChatRouteDeps):
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) controller.abort();
     });
-    let completion: ChatCompletion | null = null;
+    // What was charged, kept under the Idempotency-Key: the completion, and for a stream
+    // that failed midway, the error that ended it.
+    let settled: StoredCompletion | null = null;
     try {
       const admission = await deps.completions.reserve(caller, checked);
-      completion = chat.stream
-        ? await sendStream(reply, frameOf(admission.id, admission.created, chat), deps.completions.stream(admission, controller.signal, request.arrivedAt))
-        : await deps.completions.complete(admission, controller.signal, request.arrivedAt);
+      if (chat.stream) {
+        const final = await sendStream(reply, frameOf(admission.id, admission.created, chat), deps.completions.stream(admission, controller.signal, request.arrivedAt));
+        if (final) settled = final.type === 'error' ? { ...final.completion, error: final.error.toBody().error } : final.completion;
+      } else {
+        settled = await deps.completions.complete(admission, controller.signal, request.arrivedAt);
+      }
     } finally {
       inFlight -= 1;
       if (idempotencyKey !== null) {
-        if (completion) await deps.store.completeIdempotencyKey(caller.accountId, idempotencyKey, { status: 200, body: completion });
+        if (settled) await deps.store.completeIdempotencyKey(caller.accountId, idempotencyKey, { status: 200, body: settled });
         else await deps.store.abandonIdempotencyKey(caller.accountId, idempotencyKey);
       }
     }
-    if (!chat.stream) return completion;
-    return reply;
+    return chat.stream ? reply : settled;
   });
 }
 
-/** A stored completion, told again as the stream it would have been. */
-async function* replay(completion: ChatCompletion): AsyncGenerator<StreamOutput> {
+type StoredCompletion = ChatCompletion & { error?: ReturnType<GatewayError['toBody']>['error'] };
+
+/** A stored completion, told again as the stream it was, its error included. */
+async function* replay(stored: StoredCompletion): AsyncGenerator<StreamOutput> {
+  const { error, ...completion } = stored;
   const message = completion.choices[0]?.message;
   if (message?.content) yield { type: 'delta', content: message.content };
   const calls = message && 'tool_calls' in message ? message.tool_calls : [];
   for (const [index, call] of calls.entries()) {
     yield { type: 'tool_call', index, id: call.id, name: call.function.name, arguments: call.function.arguments };
   }
-  yield { type: 'end', completion };
+  if (!error) return yield { type: 'end', completion };
+  yield { type: 'error', completion, error: new GatewayError({ status: 502, type: 'upstream_error', code: error.code, message: error.message }) };
 }
 
 function frameOf(id: string, created: number, chat: ChatRequest) {
