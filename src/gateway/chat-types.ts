@@ -20,6 +20,7 @@ export interface ChatRequest {
   responseFormat?: Record<string, unknown>;
   tools?: Array<Record<string, unknown>>;
   toolChoice?: string | Record<string, unknown>;
+  parallelToolCalls?: boolean;
 }
 
 export interface Svc {

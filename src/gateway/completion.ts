@@ -236,7 +236,7 @@ export class CompletionService {
     return {
       messages: r.messages, maxTokens: admission.maxOutput, temperature: r.temperature, topP: r.topP,
       stop: r.stop, seed: r.seed, presencePenalty: r.presencePenalty, frequencyPenalty: r.frequencyPenalty,
-      user: r.user, responseFormat: r.responseFormat, tools: r.tools, toolChoice: r.toolChoice,
+      user: r.user, responseFormat: r.responseFormat, tools: r.tools, toolChoice: r.toolChoice, parallelToolCalls: r.parallelToolCalls,
     };
   }
 

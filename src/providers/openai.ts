@@ -50,7 +50,7 @@ export function createOpenAiAdapter(options: OpenAiAdapterOptions): OpenAiAdapte
     id,
 
     async complete(request, ctx) {
-      const body = await post(upstream, request, ctx, false);
+      const { body } = await post(upstream, request, ctx, false);
       ctx.onFirstByte();
       let text: string;
       try {
@@ -62,9 +62,10 @@ export function createOpenAiAdapter(options: OpenAiAdapterOptions): OpenAiAdapte
     },
 
     async *stream(request, ctx) {
-      const body = await post(upstream, request, ctx, true);
+      const { body, json } = await post(upstream, request, ctx, true);
       try {
-        yield* readChunkEvents(id, body);
+        // A server that cannot stream may answer the whole completion as JSON: take it as one piece.
+        yield* json ? completionEvents(parseCompletion(id, await body.text())) : readChunkEvents(id, body);
       } catch (error) {
         throw toUpstreamError(id, error, ctx.signal);
       } finally {
@@ -85,8 +86,10 @@ interface Upstream {
   apiKey: string | undefined;
 }
 
-/** POSTs the request; resolves with the body once a 2xx response's headers are in. */
-async function post(upstream: Upstream, request: UpstreamRequest, ctx: AttemptContext, stream: boolean): Promise<ResponseBody> {
+/** POSTs the request; resolves with the body once a 2xx response's headers are in, and whether it is JSON. */
+async function post(
+  upstream: Upstream, request: UpstreamRequest, ctx: AttemptContext, stream: boolean,
+): Promise<{ body: ResponseBody; json: boolean }> {
   const { id } = upstream;
   let response: Dispatcher.ResponseData;
   try {
@@ -106,11 +109,17 @@ async function post(upstream: Upstream, request: UpstreamRequest, ctx: AttemptCo
       status: response.statusCode,
     });
   }
-  if (stream && isJsonResponse(response.headers['content-type'])) {
-    const snippet = await readSnippet(response.body);
-    throw new UpstreamError('malformed', `${id} answered JSON to a stream request: ${snippet}`);
+  return { body: response.body, json: isJsonResponse(response.headers['content-type']) };
+}
+
+/** A whole completion as the events a stream of it would have carried. */
+function* completionEvents(completion: UpstreamCompletion): Generator<UpstreamEvent> {
+  if (completion.content !== '') yield { type: 'delta', content: completion.content };
+  for (const [index, call] of (completion.toolCalls ?? []).entries()) {
+    yield { type: 'tool_call', index, id: call.id, name: call.name, arguments: call.arguments };
   }
-  return response.body;
+  yield { type: 'finish', finishReason: completion.finishReason };
+  if (completion.usage) yield { type: 'usage', usage: completion.usage };
 }
 
 /** `${baseUrl}/chat/completions`, whether or not the base ends with a slash; its query is kept. */
@@ -148,6 +157,7 @@ export function toWireBody(request: UpstreamRequest, stream: boolean): Record<st
   if (request.responseFormat !== undefined) body.response_format = request.responseFormat;
   if (request.tools !== undefined) body.tools = request.tools;
   if (request.toolChoice !== undefined) body.tool_choice = request.toolChoice;
+  if (request.parallelToolCalls !== undefined) body.parallel_tool_calls = request.parallelToolCalls;
   return body;
 }
 

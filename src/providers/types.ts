@@ -38,6 +38,7 @@ export interface UpstreamRequest {
   /** Function definitions and the choice among them, in OpenAI's shape, passed through. */
   tools?: Array<Record<string, unknown>>;
   toolChoice?: string | Record<string, unknown>;
+  parallelToolCalls?: boolean;
 }
 
 export interface TokenUsage {

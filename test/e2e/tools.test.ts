@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import type OpenAI from 'openai';
 import { countWords, startFakeUpstream, TOOL_ARGUMENT_PIECES, type FakeUpstream } from '../support/fake-upstream.js';
 import { fakeUpstreamConfig, startGateway, type TestGateway } from '../support/gateway.js';
-import { credits } from '../support/e2e.js';
+import { assertError, call, credits } from '../support/e2e.js';
 
 const tools: OpenAI.Chat.Completions.ChatCompletionTool[] = [{
   type: 'function',
@@ -71,6 +71,29 @@ describe('tool calling', () => {
     assert.deepEqual({ id, name, args, finish }, { id: 'call_fake_1', name: 'get_weather', args: ARGUMENTS, finish: 'tool_calls' });
   });
 
+  it('accepts an assistant turn with tool_calls and no content at all, but not a user turn without content', async () => {
+    const account = await gw.createAccount({ purchased: 10_000 });
+    const ok = await call(gw, 'POST', '/v1/chat/completions', { key: account.key, body: { model: 'svc-fast', messages: [
+      question,
+      { role: 'assistant', tool_calls: [{ id: 'call_fake_1', type: 'function', function: { name: 'get_weather', arguments: ARGUMENTS } }] },
+      { role: 'tool', tool_call_id: 'call_fake_1', content: '18' },
+    ] } });
+    assert.equal(ok.status, 200, ok.text);
+    const bad = await call(gw, 'POST', '/v1/chat/completions', { key: account.key, body: { model: 'svc-fast', messages: [{ role: 'user' }] } });
+    assertError(bad, 400, 'invalid_request_error', 'invalid_value', 'messages[0].content');
+  });
+
+  it('forwards parallel_tool_calls with tools, and neither it nor tool_choice without them', async () => {
+    upstream.reset();
+    const account = await gw.createAccount({ purchased: 10_000 });
+    const client = gw.client(account.key);
+    await client.chat.completions.create({ model: 'svc-fast', messages: [question], tools, tool_choice: 'required', parallel_tool_calls: false });
+    await client.chat.completions.create({ model: 'svc-fast', messages: [question], tool_choice: 'none', parallel_tool_calls: false });
+    const [withTools, without] = upstream.requests.map((r) => r.body);
+    assert.deepEqual([withTools!.tool_choice, withTools!.parallel_tool_calls], ['required', false]);
+    assert.deepEqual([without!.tools, without!.tool_choice, without!.parallel_tool_calls], [undefined, undefined, undefined]);
+  });
+
   it('forwards the assistant turn with its calls and the tool result', async () => {
     upstream.reset();
     const account = await gw.createAccount({ purchased: 10_000 });
@@ -88,5 +111,34 @@ describe('tool calling', () => {
       { role: 'tool', content: '{"temperature": 18}', tool_call_id: 'call_fake_1' },
     ]);
     assert.equal(upstream.requests[0]!.body.tools, undefined, 'no tools were sent, so none are forwarded');
+  });
+});
+
+describe('an upstream that cannot stream', () => {
+  let upstream: FakeUpstream;
+  let gw: TestGateway;
+
+  before(async () => {
+    upstream = await startFakeUpstream({ reply: 'whole answers only' });
+    gw = await startGateway({ config: fakeUpstreamConfig(upstream.url, { 'svc-fast': ['svc-fast-nostream'], 'svc-code': ['svc-code-nostream-tools'] }) });
+  });
+  after(async () => {
+    await gw.close();
+    await upstream.close();
+  });
+
+  it('still serves JSON and streaming clients, text and tool calls, from its JSON answers', async () => {
+    const account = await gw.createAccount({ purchased: 10_000 });
+    const client = gw.client(account.key);
+    const json = await client.chat.completions.create({ model: 'svc-fast', messages: [question] });
+    assert.equal(json.choices[0]!.message.content, 'whole answers only');
+    assert.equal(json.usage?.completion_tokens, 3);
+    let streamed = '';
+    for await (const chunk of await client.chat.completions.create({ model: 'svc-fast', messages: [question], stream: true })) {
+      streamed += chunk.choices[0]?.delta.content ?? '';
+    }
+    assert.equal(streamed, 'whole answers only');
+    const calls = await client.chat.completions.create({ model: 'svc-code', messages: [question], tools });
+    assert.deepEqual(calls.choices[0]!.message.tool_calls, [{ id: 'call_fake_1', type: 'function', function: { name: 'get_weather', arguments: ARGUMENTS } }]);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * A scripted OpenAI-compatible upstream: a real HTTP server speaking the real
  * wire format, whose behaviour is chosen by the model name in the request
- * (`error-500`, `hang`, `slow-200`, `reset`, `malformed`, `cut`, `stall-300`, `inflated`, `tools`…).
+ * (`error-500`, `hang`, `slow-200`, `reset`, `malformed`, `cut`, `stall-300`, `inflated`, `tools`, `nostream`…).
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -120,8 +120,10 @@ async function handle(req: IncomingMessage, res: ServerResponse, script: Script,
 
   const answer = answerFor(body, model, script);
   const call = toolCallFor(body, model);
-  if (call) return body.stream === true ? sendToolCallStream(res, answer, call) : sendToolCallJson(res, answer, call);
-  if (body.stream === true) await sendStream(res, answer, behaviour, script);
+  // A model named `…nostream…` answers JSON whatever was asked, as servers that cannot stream do.
+  const streams = body.stream === true && !model.includes('nostream');
+  if (call) return streams ? sendToolCallStream(res, answer, call) : sendToolCallJson(res, answer, call);
+  if (streams) await sendStream(res, answer, behaviour, script);
   else await sendJson(res, answer, behaviour, script);
 }
 

@@ -8,8 +8,8 @@ const textPart = z.object({ type: z.literal('text'), text: z.string() });
 
 const message = z.object({
   role: z.enum(['system', 'user', 'assistant', 'developer', 'tool']),
-  // null is what OpenAI clients send for an assistant turn that only called tools.
-  content: z.union([z.string(), z.array(textPart), z.null()]),
+  // null or absent is what OpenAI clients send for an assistant turn that only called tools.
+  content: z.union([z.string(), z.array(textPart), z.null()]).optional(),
   name: z.string().optional(),
   tool_call_id: z.string().optional(),
   tool_calls: z.array(z.object({
@@ -17,6 +17,9 @@ const message = z.object({
     type: z.literal('function'),
     function: z.object({ name: z.string(), arguments: z.string() }),
   })).optional(),
+}).refine((m) => m.content !== undefined || (m.role === 'assistant' && m.tool_calls !== undefined), {
+  message: 'content is required (only an assistant turn with tool_calls may leave it out)',
+  path: ['content'],
 });
 
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish();
@@ -39,6 +42,7 @@ export const chatCompletionBody = z.object({
   response_format: optional(z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) })),
   tools: optional(z.array(z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string() }) }))),
   tool_choice: optional(z.union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string() })])),
+  parallel_tool_calls: optional(z.boolean()),
 });
 
 export type ChatCompletionBody = z.infer<typeof chatCompletionBody>;

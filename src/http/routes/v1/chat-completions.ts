@@ -115,9 +115,12 @@ export function toChatRequest(body: ChatCompletionBody): ChatRequest {
     frequencyPenalty: body.frequency_penalty ?? undefined,
     user: body.user ?? undefined,
     responseFormat: body.response_format ?? undefined,
-    // tool_choice without tools means nothing to an upstream (OpenAI refuses it): sent only with them.
-    tools: body.tools && body.tools.length > 0 ? body.tools : undefined,
-    toolChoice: body.tools && body.tools.length > 0 ? body.tool_choice ?? undefined : undefined,
+    // tool_choice and parallel_tool_calls without tools mean nothing to an upstream (OpenAI refuses them): sent only with tools.
+    ...(body.tools && body.tools.length > 0 && {
+      tools: body.tools,
+      toolChoice: body.tool_choice ?? undefined,
+      parallelToolCalls: body.parallel_tool_calls ?? undefined,
+    }),
   };
 }
 
