@@ -5,7 +5,7 @@
  * failure is collected; when all fail, one 502 (or 504 if all timed out).
  */
 import { errors, GatewayError } from '../errors.js';
-import type { UpstreamCompletion, UpstreamEvent, UpstreamRequest } from '../providers/types.js';
+import type { UpstreamEvent, UpstreamRequest } from '../providers/types.js';
 import { UpstreamError } from '../providers/types.js';
 import type { Breaker } from './breaker.js';
 import type { Candidate } from './router.js';
@@ -33,13 +33,6 @@ export interface OpenedStream {
 }
 
 type Attempt<T> = (candidate: Candidate, signal: AbortSignal, firstByte: () => void) => Promise<T>;
-
-export function completeWithFailover(
-  candidates: Candidate[], request: Omit<UpstreamRequest, 'model'>, options: FailoverOptions,
-): Promise<Served<UpstreamCompletion>> {
-  return runFailover(candidates, options, (c, signal, firstByte) =>
-    c.provider.complete({ ...request, model: c.model }, { signal, onFirstByte: firstByte }));
-}
 
 export function openStreamWithFailover(
   candidates: Candidate[], request: Omit<UpstreamRequest, 'model'>, options: FailoverOptions,

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../../src/clock.js';
 import { GatewayError } from '../../src/errors.js';
 import { Breaker } from '../../src/gateway/breaker.js';
-import { completeWithFailover, openStreamWithFailover } from '../../src/gateway/failover.js';
+import { openStreamWithFailover } from '../../src/gateway/failover.js';
 import type { Candidate } from '../../src/gateway/router.js';
 import type { AttemptContext, ProviderAdapter, UpstreamCompletion, UpstreamEvent } from '../../src/providers/types.js';
 import { UpstreamError } from '../../src/providers/types.js';
@@ -39,6 +39,13 @@ function scripted(id: string, script: { delayMs?: number; fail?: UpstreamError }
   return { candidate, log };
 }
 
+/** Opens the first stream that answers, and lets it go: what these tests look at is who served. */
+async function open(...args: Parameters<typeof openStreamWithFailover>) {
+  const served = await openStreamWithFailover(...args);
+  served.result.cancel();
+  return served;
+}
+
 const request = { messages: [{ role: 'user' as const, content: 'hi' }], maxTokens: 10, temperature: 0.7, topP: 1 };
 
 function options(extra: { hedgeAfterMs?: number; firstByteTimeoutMs?: number; signal?: AbortSignal } = {}) {
@@ -55,9 +62,9 @@ describe('failover', () => {
     const a = scripted('a', { fail: new UpstreamError('status', 'HTTP 500', { status: 500 }) });
     const b = scripted('b', {});
     const opts = options();
-    const served = await completeWithFailover([a.candidate, b.candidate], request, opts);
+    const served = await open([a.candidate, b.candidate], request, opts);
     assert.equal(served.candidate.upstream, 'b/m');
-    assert.equal(served.result.content, 'from b');
+    assert.deepEqual(served.result.first, [{ type: 'delta', content: 'from b' }]);
     assert.deepEqual(opts.breaker.view(['a/m'])[0]!.failures, 1);
   });
 
@@ -66,7 +73,7 @@ describe('failover', () => {
     const broken = scripted('k', { fail: new UpstreamError('status', 'HTTP 401', { status: 401 }) });
     const ok = scripted('ok', {});
     const opts = options();
-    for (let i = 0; i < 3; i++) await completeWithFailover([refusing.candidate, broken.candidate, ok.candidate], request, opts);
+    for (let i = 0; i < 3; i++) await open([refusing.candidate, broken.candidate, ok.candidate], request, opts);
     const [r, k] = opts.breaker.view(['r/m', 'k/m']);
     assert.deepEqual([r!.failures, r!.state], [0, 'closed']);
     assert.deepEqual([k!.failures, k!.state], [3, 'open']);
@@ -75,7 +82,7 @@ describe('failover', () => {
   it('answers 502 naming every upstream when all fail, 504 when all time out', async () => {
     const a = scripted('a', { fail: new UpstreamError('connection', 'reset') });
     const b = scripted('b', { fail: new UpstreamError('status', 'HTTP 429', { status: 429 }) });
-    await assert.rejects(completeWithFailover([a.candidate, b.candidate], request, options()), (err: unknown) => {
+    await assert.rejects(open([a.candidate, b.candidate], request, options()), (err: unknown) => {
       assert.ok(err instanceof GatewayError);
       assert.equal(err.status, 502);
       assert.equal(err.code, 'upstream_unavailable');
@@ -84,7 +91,7 @@ describe('failover', () => {
     });
     const slow1 = scripted('s1', { delayMs: 1000 });
     const slow2 = scripted('s2', { delayMs: 1000 });
-    await assert.rejects(completeWithFailover([slow1.candidate, slow2.candidate], request, options({ firstByteTimeoutMs: 50 })), (err: unknown) => {
+    await assert.rejects(open([slow1.candidate, slow2.candidate], request, options({ firstByteTimeoutMs: 50 })), (err: unknown) => {
       assert.ok(err instanceof GatewayError);
       assert.equal(err.status, 504);
       assert.equal(err.code, 'upstream_timeout');
@@ -96,7 +103,7 @@ describe('failover', () => {
   it('without hedging, a slow route within the timeout serves and the next is never called', async () => {
     const a = scripted('a', { delayMs: 80 });
     const b = scripted('b', {});
-    const served = await completeWithFailover([a.candidate, b.candidate], request, options());
+    const served = await open([a.candidate, b.candidate], request, options());
     assert.equal(served.candidate.upstream, 'a/m');
     assert.equal(b.log.calls, 0);
   });
@@ -104,7 +111,7 @@ describe('failover', () => {
   it('hedges: a silent first route gets a second alongside, the faster wins and the other is aborted', async () => {
     const a = scripted('a', { delayMs: 1000 });
     const b = scripted('b', { delayMs: 10 });
-    const served = await completeWithFailover([a.candidate, b.candidate], request, options({ hedgeAfterMs: 30 }));
+    const served = await open([a.candidate, b.candidate], request, options({ hedgeAfterMs: 30 }));
     assert.equal(served.candidate.upstream, 'b/m');
     assert.equal(a.log.aborted, true);
   });
@@ -119,7 +126,7 @@ describe('failover', () => {
 
     const fast = scripted('fast', {});
     const spare = scripted('spare', {});
-    const first = await completeWithFailover([fast.candidate, spare.candidate], request, options({ hedgeAfterMs: 200 }));
+    const first = await open([fast.candidate, spare.candidate], request, options({ hedgeAfterMs: 200 }));
     assert.equal(first.candidate.upstream, 'fast/m');
     await sleep(250);
     assert.equal(spare.log.calls, 0);
@@ -129,7 +136,7 @@ describe('failover', () => {
     const controller = new AbortController();
     const a = scripted('a', { delayMs: 1000 });
     const b = scripted('b', {});
-    const pending = completeWithFailover([a.candidate, b.candidate], request, options({ signal: controller.signal }));
+    const pending = open([a.candidate, b.candidate], request, options({ signal: controller.signal }));
     setTimeout(() => controller.abort(), 20);
     await assert.rejects(pending, (err: unknown) => err instanceof UpstreamError && err.failure === 'aborted');
     assert.equal(b.log.calls, 0);
