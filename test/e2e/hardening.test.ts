@@ -4,32 +4,20 @@
  * not mistaken for a dead upstream, and svc-auto refuses what no class can hold.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { fakeUpstreamConfig, startGateway, type TestGateway } from '../support/gateway.js';
+import { describe, it } from 'node:test';
+import { fakeUpstreamConfig, useGatewayWithUpstream } from '../support/gateway.js';
 import { assertError, call, credits } from '../support/e2e.js';
 import { countPromptTokens } from '../../src/metering/tokens.js';
 
 interface Completion { id: string; choices: Array<{ message: { content: string } }>; svc: { credits_used: number } }
 
 describe('hardening', () => {
-  let upstream: FakeUpstream;
-  let gw: TestGateway;
-
-  before(async () => {
-    upstream = await startFakeUpstream({ reply: 'one two three four five six seven eight' });
-    gw = await startGateway({
-      config: fakeUpstreamConfig(upstream.url, {
-        'svc-fast': ['svc-fast-inflated'], 'svc-code': ['svc-code-cut'], 'svc-smart': ['svc-smart-stall-600'],
-      }, { first_byte_timeout_ms: 300 }),
-    });
-  });
-  after(async () => {
-    await gw.close();
-    await upstream.close();
-  });
+  const env = useGatewayWithUpstream((url) => fakeUpstreamConfig(url, {
+    'svc-fast': ['svc-fast-inflated'], 'svc-code': ['svc-code-cut'], 'svc-smart': ['svc-smart-stall-600'],
+  }, { first_byte_timeout_ms: 300 }), { reply: 'one two three four five six seven eight' });
 
   it('bills no more output than the max_tokens it sent, and no prompt far beyond its own estimate', async () => {
+    const { gw, upstream } = env;
     const account = await gw.createAccount({ purchased: 100_000 });
     const res = await call(gw, 'POST', '/v1/chat/completions', {
       key: account.key, body: { model: 'svc-fast', max_tokens: 10, messages: [{ role: 'user', content: 'hello there' }] },
@@ -45,6 +33,7 @@ describe('hardening', () => {
   });
 
   it('keeps a cut stream under its Idempotency-Key: the retry replays it and pays nothing', async () => {
+    const { gw } = env;
     const account = await gw.createAccount({ purchased: 100_000 });
     const request = {
       key: account.key, headers: { 'idempotency-key': 'cut-once' },
@@ -67,6 +56,7 @@ describe('hardening', () => {
   });
 
   it('serves a JSON completion that takes longer than the first-byte timeout once it has begun', async () => {
+    const { gw } = env;
     const account = await gw.createAccount({ purchased: 100_000 });
     const res = await call(gw, 'POST', '/v1/chat/completions', {
       key: account.key, body: { model: 'svc-smart', messages: [{ role: 'user', content: 'take your time' }] },
@@ -76,6 +66,7 @@ describe('hardening', () => {
   });
 
   it('refuses an Idempotency-Key it could not honour', async () => {
+    const { gw } = env;
     const account = await gw.createAccount({ purchased: 100_000 });
     const res = await call(gw, 'POST', '/v1/chat/completions', {
       key: account.key, headers: { 'idempotency-key': 'k'.repeat(256) },
@@ -87,21 +78,14 @@ describe('hardening', () => {
 });
 
 describe('svc-auto when no class can hold the prompt', () => {
-  let upstream: FakeUpstream;
-  let gw: TestGateway;
-
-  before(async () => {
-    upstream = await startFakeUpstream();
-    const config = fakeUpstreamConfig(upstream.url) as { models: Array<{ id: string; context_window: number }> };
+  const env = useGatewayWithUpstream((url) => {
+    const config = fakeUpstreamConfig(url) as { models: Array<{ id: string; context_window: number }> };
     for (const m of config.models) if (m.id !== 'svc-auto') m.context_window = 1000;
-    gw = await startGateway({ config });
-  });
-  after(async () => {
-    await gw.close();
-    await upstream.close();
+    return config;
   });
 
   it('answers 400 context_length_exceeded, not 500, and charges nothing', async () => {
+    const { gw, upstream } = env;
     const account = await gw.createAccount({ purchased: 100_000 });
     const res = await call(gw, 'POST', '/v1/chat/completions', {
       key: account.key, body: { model: 'svc-auto', messages: [{ role: 'user', content: 'word '.repeat(3000) }] },

@@ -4,26 +4,16 @@
  * is either told the first is still running (409) or gets the same completion.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { fakeUpstreamConfig, startGateway, type TestGateway } from '../support/gateway.js';
+import { describe, it } from 'node:test';
+import { fakeUpstreamConfig, useGatewayWithUpstream } from '../support/gateway.js';
 import { call, credits } from '../support/e2e.js';
 
 describe('Idempotency-Key under concurrency', () => {
-  let upstream: FakeUpstream;
-  let gw: TestGateway;
-
-  before(async () => {
-    upstream = await startFakeUpstream();
-    gw = await startGateway({ config: fakeUpstreamConfig(upstream.url, { 'svc-fast': ['svc-fast-slow-150'] }) });
-  });
-  after(async () => {
-    await gw.close();
-    await upstream.close();
-  });
+  const env = useGatewayWithUpstream((url) => fakeUpstreamConfig(url, { 'svc-fast': ['svc-fast-slow-150'] }));
 
   for (const stream of [false, true]) {
     it(`charges once for 20 simultaneous copies (${stream ? 'streaming' : 'JSON'})`, async () => {
+      const { gw, upstream } = env;
       upstream.reset();
       const account = await gw.createAccount({ purchased: 10_000 });
       const body = { model: 'svc-fast', stream, messages: [{ role: 'user', content: 'count to three' }] };

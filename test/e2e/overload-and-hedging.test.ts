@@ -1,29 +1,20 @@
 /** 503 when too much work is in flight; hedging through the whole gateway. */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { fakeUpstreamConfig, startGateway, type TestGateway } from '../support/gateway.js';
+import { describe, it } from 'node:test';
+import { fakeUpstreamConfig, useGatewayWithUpstream } from '../support/gateway.js';
 import { assertError, call, credits } from '../support/e2e.js';
 
 describe('overload and hedging', () => {
-  let upstream: FakeUpstream;
-  let gw: TestGateway;
-
-  before(async () => {
-    upstream = await startFakeUpstream();
-    const config = fakeUpstreamConfig(upstream.url, {
+  const env = useGatewayWithUpstream((url) => ({
+    ...(fakeUpstreamConfig(url, {
       'svc-smart': ['svc-smart-slow-800'],
       'svc-code': ['svc-code-slow-1500', 'svc-code-ok'],
-    }, { hedge_after_ms: 100, first_byte_timeout_ms: 5000 }) as Record<string, unknown>;
-    config.limits = { max_in_flight: 2 };
-    gw = await startGateway({ config });
-  });
-  after(async () => {
-    await gw.close();
-    await upstream.close();
-  });
+    }, { hedge_after_ms: 100, first_byte_timeout_ms: 5000 }) as object),
+    limits: { max_in_flight: 2 },
+  }));
 
   it('answers 503 overloaded with Retry-After past max_in_flight, and takes nothing for it', async () => {
+    const { gw, upstream } = env;
     const account = await gw.createAccount({ purchased: 100_000 });
     const body = { model: 'svc-smart', messages: [{ role: 'user', content: 'slowly' }] };
     const busy = [call(gw, 'POST', '/v1/chat/completions', { key: account.key, body }), call(gw, 'POST', '/v1/chat/completions', { key: account.key, body })];
@@ -40,6 +31,7 @@ describe('overload and hedging', () => {
   });
 
   it('hedges a silent first route with the second, which serves', async () => {
+    const { gw, upstream } = env;
     upstream.reset();
     const account = await gw.createAccount({ purchased: 100_000 });
     const res = await call(gw, 'POST', '/v1/chat/completions', {

@@ -5,10 +5,10 @@
  * call is billed like any answer.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type OpenAI from 'openai';
-import { countWords, startFakeUpstream, TOOL_ARGUMENT_PIECES, type FakeUpstream } from '../support/fake-upstream.js';
-import { fakeUpstreamConfig, startGateway, type TestGateway } from '../support/gateway.js';
+import { countWords, TOOL_ARGUMENT_PIECES } from '../support/fake-upstream.js';
+import { fakeUpstreamConfig, useGatewayWithUpstream } from '../support/gateway.js';
 import { assertError, call, credits } from '../support/e2e.js';
 
 const tools: OpenAI.Chat.Completions.ChatCompletionTool[] = [{
@@ -19,19 +19,10 @@ const question = { role: 'user' as const, content: 'What is the weather in Paris
 const ARGUMENTS = TOOL_ARGUMENT_PIECES.join('');
 
 describe('tool calling', () => {
-  let upstream: FakeUpstream;
-  let gw: TestGateway;
-
-  before(async () => {
-    upstream = await startFakeUpstream();
-    gw = await startGateway({ config: fakeUpstreamConfig(upstream.url, { 'svc-fast': ['svc-fast-tools'] }) });
-  });
-  after(async () => {
-    await gw.close();
-    await upstream.close();
-  });
+  const env = useGatewayWithUpstream((url) => fakeUpstreamConfig(url, { 'svc-fast': ['svc-fast-tools'] }));
 
   it('forwards tools and tool_choice and returns the call (JSON), billed by the upstream usage', async () => {
+    const { gw, upstream } = env;
     upstream.reset();
     const account = await gw.createAccount({ purchased: 10_000 });
     const completion = await gw.client(account.key).chat.completions.create({
@@ -52,6 +43,7 @@ describe('tool calling', () => {
   });
 
   it('streams the call as tool_calls deltas the SDK assembles', async () => {
+    const { gw } = env;
     const account = await gw.createAccount({ purchased: 10_000 });
     const stream = await gw.client(account.key).chat.completions.create({ model: 'svc-fast', messages: [question], tools, stream: true });
     let id = '';
@@ -72,6 +64,7 @@ describe('tool calling', () => {
   });
 
   it('accepts an assistant turn with tool_calls and no content at all, but not a user turn without content', async () => {
+    const { gw } = env;
     const account = await gw.createAccount({ purchased: 10_000 });
     const ok = await call(gw, 'POST', '/v1/chat/completions', { key: account.key, body: { model: 'svc-fast', messages: [
       question,
@@ -84,6 +77,7 @@ describe('tool calling', () => {
   });
 
   it('forwards parallel_tool_calls with tools, and neither it nor tool_choice without them', async () => {
+    const { gw, upstream } = env;
     upstream.reset();
     const account = await gw.createAccount({ purchased: 10_000 });
     const client = gw.client(account.key);
@@ -95,6 +89,7 @@ describe('tool calling', () => {
   });
 
   it('forwards the assistant turn with its calls and the tool result', async () => {
+    const { gw, upstream } = env;
     upstream.reset();
     const account = await gw.createAccount({ purchased: 10_000 });
     await gw.client(account.key).chat.completions.create({
@@ -115,19 +110,10 @@ describe('tool calling', () => {
 });
 
 describe('an upstream that cannot stream', () => {
-  let upstream: FakeUpstream;
-  let gw: TestGateway;
-
-  before(async () => {
-    upstream = await startFakeUpstream({ reply: 'whole answers only' });
-    gw = await startGateway({ config: fakeUpstreamConfig(upstream.url, { 'svc-fast': ['svc-fast-nostream'], 'svc-code': ['svc-code-nostream-tools'] }) });
-  });
-  after(async () => {
-    await gw.close();
-    await upstream.close();
-  });
+  const env = useGatewayWithUpstream((url) => fakeUpstreamConfig(url, { 'svc-fast': ['svc-fast-nostream'], 'svc-code': ['svc-code-nostream-tools'] }), { reply: 'whole answers only' });
 
   it('still serves JSON and streaming clients, text and tool calls, from its JSON answers', async () => {
+    const { gw } = env;
     const account = await gw.createAccount({ purchased: 10_000 });
     const client = gw.client(account.key);
     const json = await client.chat.completions.create({ model: 'svc-fast', messages: [question] });

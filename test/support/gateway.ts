@@ -14,6 +14,8 @@ import { parseConfig } from '../../src/config.js';
 import { issueApiKey } from '../../src/keys/issue.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { Environment } from '../../src/store/types.js';
+import { after, before } from 'node:test';
+import { startFakeUpstream, type FakeUpstream } from './fake-upstream.js';
 
 /** A clock that tests move by hand. */
 export class TestClock implements Clock {
@@ -136,4 +138,30 @@ export async function startGateway(options: GatewayOptions = {}): Promise<TestGa
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+export interface GatewayWithUpstream {
+  readonly gw: TestGateway;
+  readonly upstream: FakeUpstream;
+}
+
+/**
+ * Registers before/after hooks in the current suite that start a fake upstream
+ * and a gateway routed to it (`configure` shapes the config), and stop both.
+ * The returned object's fields are set once the suite runs.
+ */
+export function useGatewayWithUpstream(
+  configure: (upstreamUrl: string) => unknown,
+  options: { reply?: string } = {},
+): GatewayWithUpstream {
+  const context = {} as { gw: TestGateway; upstream: FakeUpstream };
+  before(async () => {
+    context.upstream = await startFakeUpstream(options.reply === undefined ? {} : { reply: options.reply });
+    context.gw = await startGateway({ config: configure(context.upstream.url) });
+  });
+  after(async () => {
+    await context.gw.close();
+    await context.upstream.close();
+  });
+  return context;
 }
