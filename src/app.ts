@@ -115,7 +115,19 @@ function loggerOptions(logger: AppDeps['logger']): false | (LoggerOptions & { st
   return {
     level: logger?.level ?? 'info',
     ...(logger?.stream ? { stream: logger.stream } : {}),
-    // Requests are logged by method and URL only; this guards against a future serializer adding headers.
+    // Requests are logged by method and URL only, and a key pasted into a URL is scrubbed from it.
+    serializers: {
+      req: (req: { method?: string; url?: string; socket?: { remoteAddress?: string } }) => ({
+        method: req.method,
+        url: scrubSecrets(req.url ?? ''),
+        remoteAddress: req.socket?.remoteAddress,
+      }),
+    },
     redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
   };
+}
+
+/** Anything shaped like a gateway key, as it could appear in a URL a careless client sent. */
+export function scrubSecrets(text: string): string {
+  return text.replace(/svc_(live|test)_[0-9A-Za-z]+/g, 'svc_$1_[redacted]');
 }

@@ -253,6 +253,9 @@ describe('key secrets at rest and in logs', () => {
         assert.equal((await call(gw, 'POST', '/v1/chat/completions', { key: attempt, body: '{bad' })).status, 401);
       }
       secrets.push(wrong, wrongEnv);
+      // A careless client that puts its key in the URL: still not in the logs.
+      assert.equal((await call(gw, 'GET', `/v1/models?api_key=${harness.key}`, { key: harness.key })).status, 200);
+      assert.equal((await call(gw, 'GET', `/v1/nowhere/${harness.key}`)).status, 404);
 
       const assertClean = (when: string) => {
         const dir = dirname(gw.dbPath);
