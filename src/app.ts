@@ -22,6 +22,7 @@ import { usageRoutes } from './http/routes/v1/usage.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { healthRoutes } from './http/routes/health.js';
 import { newId } from './ids.js';
+import { scrubSecrets } from './keys/secret.js';
 import { Metrics } from './metrics.js';
 import { buildProviders } from './providers/registry.js';
 import type { ProviderAdapter } from './providers/types.js';
@@ -125,9 +126,4 @@ function loggerOptions(logger: AppDeps['logger']): false | (LoggerOptions & { st
     },
     redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
   };
-}
-
-/** Anything shaped like a gateway key, as it could appear in a URL a careless client sent. */
-export function scrubSecrets(text: string): string {
-  return text.replace(/svc_(live|test)_[0-9A-Za-z]+/g, 'svc_$1_[redacted]');
 }

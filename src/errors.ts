@@ -4,6 +4,8 @@
  * one into a response. The public `message` is what the caller reads; `cause`
  * keeps the internal detail for logs only.
  */
+import { scrubSecrets } from './keys/secret.js';
+
 export type ErrorType =
   | 'authentication_error'
   | 'invalid_request_error'
@@ -62,7 +64,7 @@ export const errors = {
   modelNotFound: (model: string) =>
     new GatewayError({
       status: 404, type: 'invalid_request_error', code: 'model_not_found', param: 'model',
-      message: `The model '${model}' does not exist. GET /v1/models lists the available models.`,
+      message: `The model '${scrubSecrets(model)}' does not exist. GET /v1/models lists the available models.`,
     }),
   contextLengthExceeded: (message: string) =>
     new GatewayError({ status: 400, type: 'invalid_request_error', code: 'context_length_exceeded', param: 'messages', message }),
@@ -80,11 +82,11 @@ export const errors = {
   notFound: (message = 'Unknown path.') =>
     new GatewayError({ status: 404, type: 'invalid_request_error', code: 'not_found', message }),
   apiKeyNotFound: (id: string) =>
-    new GatewayError({ status: 404, type: 'invalid_request_error', code: 'api_key_not_found', param: 'id', message: `No active API key '${id}' on this account.` }),
+    new GatewayError({ status: 404, type: 'invalid_request_error', code: 'api_key_not_found', param: 'id', message: `No active API key '${scrubSecrets(id)}' on this account.` }),
   accountNotFound: (id: string) =>
-    new GatewayError({ status: 404, type: 'invalid_request_error', code: 'account_not_found', param: 'id', message: `No account '${id}'.` }),
+    new GatewayError({ status: 404, type: 'invalid_request_error', code: 'account_not_found', param: 'id', message: `No account '${scrubSecrets(id)}'.` }),
   methodNotAllowed: (method: string, path: string) =>
-    new GatewayError({ status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: `${method} is not allowed on ${path}.` }),
+    new GatewayError({ status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: `${method} is not allowed on ${scrubSecrets(path)}.` }),
   upstreamUnavailable: (message: string, cause?: unknown) =>
     new GatewayError({ status: 502, type: 'upstream_error', code: 'upstream_unavailable', message, retryable: true, cause }),
   upstreamTimeout: (message: string, cause?: unknown) =>

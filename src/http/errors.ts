@@ -9,6 +9,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { z } from 'zod';
 import { errors, GatewayError } from '../errors.js';
 import { newId } from '../ids.js';
+import { scrubSecrets } from '../keys/secret.js';
 
 export const BODY_LIMIT_BYTES = 8 * 1024 * 1024;
 
@@ -44,7 +45,7 @@ export function installErrorHandling(app: FastifyInstance): void {
     else request.log.info({ code: error.code }, error.message);
     return sendError(reply, error);
   });
-  app.setNotFoundHandler((request, reply) => sendError(reply, errors.notFound(`Unknown path: ${request.method} ${request.url.split('?')[0]}.`)));
+  app.setNotFoundHandler((request, reply) => sendError(reply, errors.notFound(`Unknown path: ${request.method} ${scrubSecrets(request.url.split('?')[0] ?? '')}.`)));
   // Requests Node's HTTP parser refuses (headers too large, bytes that are not HTTP) never reach
   // Fastify's error handler; Fastify's own answer to them is not the OpenAI error body.
   app.server.removeAllListeners('clientError');

@@ -93,3 +93,8 @@ export function redactKey(secret: string): string {
   const tail = body.length >= MIN_BODY_FOR_TAIL ? body.slice(-4) : '';
   return `${prefix}…${tail}`;
 }
+
+/** Anything shaped like a gateway key, replaced, so that echoing caller input (in a message, a log line) never repeats a secret. */
+export function scrubSecrets(text: string): string {
+  return text.replace(/svc_(live|test)_[0-9A-Za-z]+/g, 'svc_$1_[redacted]');
+}

@@ -256,6 +256,12 @@ describe('key secrets at rest and in logs', () => {
       // A careless client that puts its key in the URL: still not in the logs.
       assert.equal((await call(gw, 'GET', `/v1/models?api_key=${harness.key}`, { key: harness.key })).status, 200);
       assert.equal((await call(gw, 'GET', `/v1/nowhere/${harness.key}`)).status, 404);
+      // …or where an id or a model belongs: the refusal does not echo it.
+      const revokeBySecret = await call(gw, 'DELETE', `/v1/api-keys/${harness.key}`, { key: harness.key });
+      assert.equal(revokeBySecret.status, 404);
+      assert.ok(!revokeBySecret.text.includes(harness.key.slice(9)));
+      assert.equal((await call(gw, 'POST', '/v1/chat/completions', { key: harness.key, body: { model: harness.key, messages: [{ role: 'user', content: 'Hi' }] } })).status, 404);
+      assert.equal((await call(gw, 'PUT', `/v1/models/${harness.key}`, { key: harness.key })).status, 405);
 
       const assertClean = (when: string) => {
         const dir = dirname(gw.dbPath);

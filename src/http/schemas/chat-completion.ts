@@ -17,9 +17,13 @@ const message = z.object({
     type: z.literal('function'),
     function: z.object({ name: z.string(), arguments: z.string() }),
   })).optional(),
-}).refine((m) => m.content !== undefined || (m.role === 'assistant' && m.tool_calls !== undefined), {
-  message: 'content is required (only an assistant turn with tool_calls may leave it out)',
-  path: ['content'],
+}).superRefine((m, ctx) => {
+  if ((m.content === undefined || m.content === null) && !(m.role === 'assistant' && m.tool_calls !== undefined)) {
+    ctx.addIssue({ code: 'custom', path: ['content'], message: 'content is required (only an assistant turn with tool_calls may leave it out or send null)' });
+  }
+  if (m.role === 'tool' && m.tool_call_id === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['tool_call_id'], message: 'a tool message answers a call: tool_call_id is required' });
+  }
 });
 
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish();
