@@ -4,6 +4,7 @@
  * the methods are `async` to keep the interface that PostgreSQL shares.
  */
 import { mkdirSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Database, Statement } from 'better-sqlite3';
@@ -21,6 +22,15 @@ const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
 /** A `running` idempotency claim older than this belongs to a crashed process. */
 const IDEMPOTENCY_STALE_MS = 15 * 60_000;
 const TOUCH_EVERY_MS = 60_000;
+/** How long one write waits synchronously for another process's lock, then in total with async retries. */
+const BUSY_TIMEOUT_MS = 25;
+const BUSY_DEADLINE_MS = 10_000;
+const BUSY_BACKOFF_MAX_MS = 100;
+
+function isBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
 
 interface KeyRow {
   id: string; account_id: string; name: string | null; environment: 'live' | 'test';
@@ -34,8 +44,10 @@ export function openSqliteDatabase(path: string): Database {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
-  db.pragma('busy_timeout = 10000');
+  // At boot, waiting on another process's migration may block: nothing else runs yet.
+  db.pragma(`busy_timeout = ${BUSY_DEADLINE_MS}`);
   migrate(db);
+  db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   return db;
 }
 
@@ -73,9 +85,11 @@ export class SqliteStore implements Store {
   }
 
   async createAccount(name: string | null): Promise<Account> {
-    const account = { id: newId('acct'), name, createdAt: this.now() };
-    this.sql('INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)').run(account.id, name, account.createdAt.getTime());
-    return account;
+    return this.write(() => {
+      const account = { id: newId('acct'), name, createdAt: this.now() };
+      this.sql('INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)').run(account.id, name, account.createdAt.getTime());
+      return account;
+    });
   }
 
   async getAccount(id: string): Promise<Account | null> {
@@ -85,14 +99,16 @@ export class SqliteStore implements Store {
   }
 
   async grant(accountId: string, kind: CreditKind, amount: number, expiresAt: Date | null): Promise<Grant> {
-    const grant: Grant = { id: newId('grant'), accountId, kind, amount, expiresAt, createdAt: this.now() };
-    this.db.transaction(() => {
-      this.sql(`INSERT INTO grants (id, account_id, kind, amount, balance, expires_at, created_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?)`).run(grant.id, accountId, kind, amount, amount, expiresAt?.getTime() ?? null, grant.createdAt.getTime());
-      this.sql(`INSERT INTO ledger (account_id, grant_id, entry, amount, created_at) VALUES (?, ?, 'grant', ?, ?)`)
-        .run(accountId, grant.id, amount, grant.createdAt.getTime());
-    }).immediate();
-    return grant;
+    return this.write(() => {
+      const grant: Grant = { id: newId('grant'), accountId, kind, amount, expiresAt, createdAt: this.now() };
+      this.db.transaction(() => {
+        this.sql(`INSERT INTO grants (id, account_id, kind, amount, balance, expires_at, created_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?)`).run(grant.id, accountId, kind, amount, amount, expiresAt?.getTime() ?? null, grant.createdAt.getTime());
+        this.sql(`INSERT INTO ledger (account_id, grant_id, entry, amount, created_at) VALUES (?, ?, 'grant', ?, ?)`)
+          .run(accountId, grant.id, amount, grant.createdAt.getTime());
+      }).immediate();
+      return grant;
+    });
   }
 
   async balances(accountId: string): Promise<Balances> {
@@ -115,16 +131,18 @@ export class SqliteStore implements Store {
   }
 
   async createApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
-    const createdAt = this.now();
-    this.sql(`INSERT INTO api_keys
-      (id, account_id, name, environment, daily_credit_limit, redacted_key, salt, hash, created_at)
-      VALUES (@id, @accountId, @name, @environment, @dailyCreditLimit, @redactedKey, @salt, @hash, @createdAt)`)
-      .run({ ...key, createdAt: createdAt.getTime() });
-    return {
-      id: key.id, accountId: key.accountId, name: key.name, environment: key.environment,
-      dailyCreditLimit: key.dailyCreditLimit, redactedKey: key.redactedKey, createdAt,
-      lastUsedAt: null, revokedAt: null, creditsSpentToday: 0,
-    };
+    return this.write(() => {
+      const createdAt = this.now();
+      this.sql(`INSERT INTO api_keys
+        (id, account_id, name, environment, daily_credit_limit, redacted_key, salt, hash, created_at)
+        VALUES (@id, @accountId, @name, @environment, @dailyCreditLimit, @redactedKey, @salt, @hash, @createdAt)`)
+        .run({ ...key, createdAt: createdAt.getTime() });
+      return {
+        id: key.id, accountId: key.accountId, name: key.name, environment: key.environment,
+        dailyCreditLimit: key.dailyCreditLimit, redactedKey: key.redactedKey, createdAt,
+        lastUsedAt: null, revokedAt: null, creditsSpentToday: 0,
+      };
+    });
   }
 
   async findApiKey(id: string): Promise<StoredApiKey | null> {
@@ -139,36 +157,40 @@ export class SqliteStore implements Store {
   }
 
   async revokeApiKey(accountId: string, keyId: string): Promise<boolean> {
-    const result = this.sql(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL`)
-      .run(this.now().getTime(), keyId, accountId);
-    return result.changes === 1;
+    return this.write(() => {
+      const result = this.sql(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL`)
+        .run(this.now().getTime(), keyId, accountId);
+      return result.changes === 1;
+    });
   }
 
   async touchApiKey(keyId: string): Promise<void> {
-    const now = this.now().getTime();
-    this.sql(`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`)
-      .run(now, keyId, now - TOUCH_EVERY_MS);
+    return this.write(() => {
+      const now = this.now().getTime();
+      this.sql(`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`)
+        .run(now, keyId, now - TOUCH_EVERY_MS);
+    });
   }
 
   async reserve(request: ReserveRequest, plan: ReservationPlanner): Promise<ReserveOutcome> {
-    return this.metering.reserve(request, plan);
+    return this.write(() => this.metering.reserve(request, plan));
   }
 
   async renewLease(reservationId: string, leaseMs: number): Promise<boolean> {
-    return this.metering.renewLease(reservationId, leaseMs);
+    return this.write(() => this.metering.renewLease(reservationId, leaseMs));
   }
 
   async settle(request: SettleRequest): Promise<SettleResult> {
-    return this.metering.settle(request);
+    return this.write(() => this.metering.settle(request));
   }
 
   async release(reservationId: string): Promise<void> {
-    this.metering.release(reservationId);
+    return this.write(() => this.metering.release(reservationId));
   }
 
   async releaseExpiredLeases(): Promise<number> {
-    const released = this.metering.releaseExpiredLeases();
-    this.metering.expireAllLapsed();
+    const released = await this.write(() => this.metering.releaseExpiredLeases());
+    await this.write(() => this.metering.expireAllLapsed());
     return released;
   }
 
@@ -188,33 +210,58 @@ export class SqliteStore implements Store {
   }
 
   async claimIdempotencyKey(accountId: string, key: string, fingerprint: string): Promise<IdempotencyClaim> {
-    return this.db.transaction((): IdempotencyClaim => {
-      const now = this.now().getTime();
-      const row = this.sql('SELECT fingerprint, state, status, body, created_at FROM idempotency_keys WHERE account_id = ? AND key = ?')
-        .get(accountId, key) as { fingerprint: string; state: string; status: number | null; body: string | null; created_at: number } | undefined;
-      const stale = row && (row.created_at < now - IDEMPOTENCY_WINDOW_MS || (row.state === 'running' && row.created_at < now - IDEMPOTENCY_STALE_MS));
-      if (row && !stale) {
-        if (row.fingerprint !== fingerprint) return { state: 'mismatch' };
-        if (row.state === 'running') return { state: 'running' };
-        return { state: 'done', response: { status: row.status ?? 200, body: JSON.parse(row.body ?? 'null') } };
-      }
-      this.sql(`INSERT OR REPLACE INTO idempotency_keys (account_id, key, fingerprint, state, created_at)
-        VALUES (?, ?, ?, 'running', ?)`).run(accountId, key, fingerprint, now);
-      return { state: 'claimed' };
-    }).immediate();
+    return this.write(() => {
+      return this.db.transaction((): IdempotencyClaim => {
+        const now = this.now().getTime();
+        const row = this.sql('SELECT fingerprint, state, status, body, created_at FROM idempotency_keys WHERE account_id = ? AND key = ?')
+          .get(accountId, key) as { fingerprint: string; state: string; status: number | null; body: string | null; created_at: number } | undefined;
+        const stale = row && (row.created_at < now - IDEMPOTENCY_WINDOW_MS || (row.state === 'running' && row.created_at < now - IDEMPOTENCY_STALE_MS));
+        if (row && !stale) {
+          if (row.fingerprint !== fingerprint) return { state: 'mismatch' };
+          if (row.state === 'running') return { state: 'running' };
+          return { state: 'done', response: { status: row.status ?? 200, body: JSON.parse(row.body ?? 'null') } };
+        }
+        this.sql(`INSERT OR REPLACE INTO idempotency_keys (account_id, key, fingerprint, state, created_at)
+          VALUES (?, ?, ?, 'running', ?)`).run(accountId, key, fingerprint, now);
+        return { state: 'claimed' };
+      }).immediate();
+    });
   }
 
   async completeIdempotencyKey(accountId: string, key: string, response: StoredResponse): Promise<void> {
-    this.sql(`UPDATE idempotency_keys SET state = 'done', status = ?, body = ? WHERE account_id = ? AND key = ?`)
-      .run(response.status, JSON.stringify(response.body), accountId, key);
+    return this.write(() => {
+      this.sql(`UPDATE idempotency_keys SET state = 'done', status = ?, body = ? WHERE account_id = ? AND key = ?`)
+        .run(response.status, JSON.stringify(response.body), accountId, key);
+    });
   }
 
   async abandonIdempotencyKey(accountId: string, key: string): Promise<void> {
-    this.sql(`DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'running'`).run(accountId, key);
+    return this.write(() => {
+      this.sql(`DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'running'`).run(accountId, key);
+    });
   }
 
   private now(): Date {
     return this.clock.now();
+  }
+
+  /**
+   * Runs a write. Another process holding the write lock makes SQLite answer
+   * BUSY after a short synchronous wait; the retry then waits asynchronously,
+   * so a long lock elsewhere never freezes this process's event loop.
+   * Every write is one transaction or one statement, so a BUSY one did nothing
+   * and is safe to run again.
+   */
+  private async write<T>(run: () => T): Promise<T> {
+    const deadline = Date.now() + BUSY_DEADLINE_MS;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return run();
+      } catch (err) {
+        if (!isBusy(err) || Date.now() >= deadline) throw err;
+        await sleep(Math.min(BUSY_BACKOFF_MAX_MS, 2 ** attempt) * (0.5 + Math.random()));
+      }
+    }
   }
 
   /** Each statement is prepared once, on first use. */
