@@ -14,9 +14,11 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { randomBase62 } from '../ids.js';
+import type { Environment } from '../store/types.js';
 
 
-export type KeyEnvironment = 'live' | 'test';
+/** The key's environment, as the store records it. */
+export type KeyEnvironment = Environment;
 
 export interface GeneratedApiKey {
   /** The record id, `key_<keyid>`. */

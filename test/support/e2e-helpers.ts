@@ -8,24 +8,17 @@ import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import type { TestGateway } from './gateway.js';
+import type { Svc } from '../../src/gateway/chat-types.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-/** The gateway's metering metadata on a completion or its final chunk. */
-export interface SvcMeta {
-  requested_model: string;
-  routed_model: string;
-  credits_used: number;
-  balance_remaining: number;
-  latency_ms: number;
-}
-
 export type Outcome =
-  | { status: 200; svc: SvcMeta; content: string }
+  | { status: 200; svc: Svc; content: string }
   | { status: number; code: string | null | undefined; type: string | undefined; message: string };
 
-export function svcOf(value: unknown): SvcMeta | undefined {
-  return (value as { svc?: SvcMeta }).svc;
+/** The `svc` field if there is one (a stream carries it only on its last chunks). */
+export function svcIfAny(value: unknown): Svc | undefined {
+  return (value as { svc?: Svc }).svc;
 }
 
 /** One completion, JSON or streamed, reduced to its status and what it cost. */
@@ -33,16 +26,16 @@ export async function completionOutcome(client: OpenAI, params: ChatCompletionCr
   try {
     if (!stream) {
       const completion = await client.chat.completions.create(params);
-      const svc = svcOf(completion);
+      const svc = svcIfAny(completion);
       if (!svc) throw new Error('completion without svc');
       return { status: 200, svc, content: completion.choices[0]?.message.content ?? '' };
     }
     const chunks = await client.chat.completions.create({ ...params, stream: true });
-    let svc: SvcMeta | undefined;
+    let svc: Svc | undefined;
     let content = '';
     for await (const chunk of chunks) {
       content += chunk.choices[0]?.delta.content ?? '';
-      svc = svcOf(chunk) ?? svc;
+      svc = svcIfAny(chunk) ?? svc;
       if ((chunk as { error?: unknown }).error) throw new Error(`stream failed: ${JSON.stringify(chunk)}`);
     }
     if (!svc) throw new Error('stream ended without svc');

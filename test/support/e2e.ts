@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import BetterSqlite3 from 'better-sqlite3';
 import type { TestGateway } from './gateway.js';
+import type { Svc } from '../../src/gateway/chat-types.js';
 
 export interface HttpResult {
   status: number;
@@ -65,15 +66,10 @@ export function assertError(
   return body.error;
 }
 
-export interface Svc {
-  requested_model: string;
-  routed_model: string;
-  credits_used: number;
-  balance_remaining: number;
-  latency_ms: number;
-}
+/** The gateway's own type for `svc`: the tests read what the source declares. */
+export type { Svc } from '../../src/gateway/chat-types.js';
 
-/** The gateway's `svc` field on any completion or chunk. */
+/** The gateway's `svc` field on any completion or chunk; fails the test when it is missing. */
 export function svcOf(value: object): Svc {
   const svc = (value as { svc?: Svc }).svc;
   assert.ok(svc, `no svc field on ${JSON.stringify(value)}`);
