@@ -100,11 +100,11 @@ function runFailover<T>(candidates: Candidate[], options: FailoverOptions, attem
           stopHedge();
           live.delete(controller);
           if (decided) return;
-          const error = err instanceof UpstreamError ? err : new UpstreamError('malformed', 'adapter failed', { cause: err });
+          // Anything but an UpstreamError is the gateway's own failure to make this attempt.
+          const error = err instanceof UpstreamError ? err : new UpstreamError('request', 'the adapter failed', { cause: err });
           options.onAttempt?.(candidate, error.failure);
           if (options.signal.aborted) return decide(() => reject(new UpstreamError('aborted', 'the client went away')));
-          // A 400-class refusal of this request says nothing of the upstream's health.
-          if (!refusedRequest(error)) options.breaker.recordFailure(candidate.upstream, `${error.failure}: ${error.message}`);
+          if (countsAgainst(error)) options.breaker.recordFailure(candidate.upstream, `${error.failure}: ${error.message}`);
           failures.push({ upstream: candidate.upstream, error });
           launch();
         },
@@ -139,18 +139,31 @@ async function attemptWithTimeout<T>(
   }
 }
 
-/** The upstream refused this request (400, 413, 422…), not our key (401, 403), model (404) or rate (408, 429). */
-function refusedRequest(error: UpstreamError): boolean {
+/**
+ * Whether a failure speaks of the upstream's health. Not: a request the gateway
+ * could not build, nor a 400-class refusal of this one request (400, 413,
+ * 422…), as opposed to our key (401, 403), model (404) or rate (408, 429).
+ */
+function countsAgainst(error: UpstreamError): boolean {
+  if (error.failure === 'request') return false;
   const status = error.status ?? 0;
-  return error.failure === 'status' && status >= 400 && status < 500 && ![401, 403, 404, 408, 429].includes(status);
+  return !(error.failure === 'status' && status >= 400 && status < 500 && ![401, 403, 404, 408, 429].includes(status));
 }
 
+/** One error for the caller, in the gateway's own words; which upstream did what goes to the log through `cause`. */
 function allFailed(failures: Array<{ upstream: string; error: UpstreamError }>): GatewayError {
-  const detail = failures.map((f) => `${f.upstream}: ${describe(f.error)}`).join('; ');
+  const detail = failures.map((f) => `${f.upstream}: ${describe(f.error)} (${f.error.message})`).join('; ');
+  const cause = new AggregateError(failures.map((f) => f.error), `every route failed: ${detail || 'no route'}`);
+  if (failures.length > 0 && failures.every((f) => f.error.failure === 'request')) {
+    return new GatewayError({
+      status: 400, type: 'invalid_request_error', code: 'invalid_value', param: null, cause,
+      message: 'This request could not be sent to any route of the model.',
+    });
+  }
   const allTimedOut = failures.length > 0 && failures.every((f) => f.error.failure === 'timeout');
   return allTimedOut
-    ? errors.upstreamTimeout(`Every upstream timed out (${detail}).`, failures)
-    : errors.upstreamUnavailable(`Every upstream failed (${detail || 'no route'}).`, failures);
+    ? errors.upstreamTimeout('Every upstream timed out.', cause)
+    : errors.upstreamUnavailable(failures.length === 0 ? 'No upstream is configured for this model.' : 'Every upstream failed.', cause);
 }
 
 function describe(error: UpstreamError): string {
@@ -160,5 +173,6 @@ function describe(error: UpstreamError): string {
     case 'connection': return 'connection failed';
     case 'malformed': return 'malformed answer';
     case 'aborted': return 'aborted';
+    case 'request': return 'request not buildable';
   }
 }

@@ -3,7 +3,7 @@
  * Groq, a local llama.cpp…): one configuration each, one keep-alive pool each.
  */
 import { Pool, request as sendRequest, type Dispatcher } from 'undici';
-import { decodeSse } from './sse.js';
+import { decodeSse, SseLimitError } from './sse.js';
 import {
   UpstreamError,
   type AttemptContext,
@@ -35,6 +35,11 @@ export type OpenAiAdapter = ProviderAdapter & { close(): Promise<void> };
 type ResponseBody = Dispatcher.ResponseData['body'];
 
 const SNIPPET_CHARS = 300;
+/** The largest JSON answer read from an upstream; past it the answer is malformed. */
+export const MAX_JSON_BODY_BYTES = 8 * 1024 * 1024;
+/** After `[DONE]`, how long the rest of the body is read (and up to how many bytes in all) so that the connection can be reused. */
+const DRAIN_LIMIT_BYTES = 64 * 1024 * 1024;
+const DRAIN_TIMEOUT_MS = 1000;
 
 export function createOpenAiAdapter(options: OpenAiAdapterOptions): OpenAiAdapter {
   const endpoint = chatCompletionsUrl(options.baseUrl);
@@ -52,24 +57,27 @@ export function createOpenAiAdapter(options: OpenAiAdapterOptions): OpenAiAdapte
     async complete(request, ctx) {
       const { body } = await post(upstream, request, ctx, false);
       ctx.onFirstByte();
-      let text: string;
       try {
-        text = await body.text();
+        return parseCompletion(id, await readBounded(id, body, MAX_JSON_BODY_BYTES));
       } catch (error) {
         throw toUpstreamError(id, error, ctx.signal);
+      } finally {
+        discard(body);
       }
-      return parseCompletion(id, text);
     },
 
     async *stream(request, ctx) {
       const { body, json } = await post(upstream, request, ctx, true);
+      let finished = false;
       try {
         // A server that cannot stream may answer the whole completion as JSON: take it as one piece.
-        yield* json ? completionEvents(parseCompletion(id, await body.text())) : readChunkEvents(id, body);
+        yield* json ? completionEvents(parseCompletion(id, await readBounded(id, body, MAX_JSON_BODY_BYTES))) : readChunkEvents(id, body);
+        finished = true;
       } catch (error) {
         throw toUpstreamError(id, error, ctx.signal);
       } finally {
-        body.destroy();
+        if (finished) releaseConnection(body);
+        else discard(body);
       }
     },
 
@@ -91,13 +99,14 @@ async function post(
   upstream: Upstream, request: UpstreamRequest, ctx: AttemptContext, stream: boolean,
 ): Promise<{ body: ResponseBody; json: boolean }> {
   const { id } = upstream;
+  const body = buildBody(id, request, stream);
   let response: Dispatcher.ResponseData;
   try {
     response = await sendRequest(upstream.endpoint, {
       dispatcher: upstream.pool,
       method: 'POST',
       headers: requestHeaders(upstream.apiKey, stream),
-      body: JSON.stringify(toWireBody(request, stream)),
+      body,
       signal: ctx.signal,
     });
   } catch (error) {
@@ -110,6 +119,15 @@ async function post(
     });
   }
   return { body: response.body, json: isJsonResponse(response.headers['content-type']) };
+}
+
+/** The request as JSON text; a request the gateway cannot write is its own failure, not the upstream's. */
+function buildBody(id: string, request: UpstreamRequest, stream: boolean): string {
+  try {
+    return JSON.stringify(toWireBody(request, stream));
+  } catch (error) {
+    throw new UpstreamError('request', `${id}: the request could not be written as JSON`, { cause: error });
+  }
 }
 
 /** A whole completion as the events a stream of it would have carried. */
@@ -196,18 +214,18 @@ export function parseCompletion(id: string, text: string): UpstreamCompletion {
 
 /**
  * The typed events of an OpenAI chunk stream. The usage (its last report, if
- * any) comes once, after the finish; events after `[DONE]` are ignored, but the
- * body is read to its end so that the connection can be reused.
+ * any) comes once, after the finish. `[DONE]` ends the answer even if the
+ * upstream keeps the body open.
  */
 async function* readChunkEvents(id: string, body: ResponseBody): AsyncGenerator<UpstreamEvent> {
   let finished = false;
   let done = false;
   let usage: TokenUsage | null = null;
-  for await (const event of decodeSse(body)) {
-    if (done) continue;
+  // Leaving the loop at `[DONE]` must not destroy the body: the caller lets its connection go back to the pool.
+  for await (const event of decodeSse(body.iterator({ destroyOnReturn: false }))) {
     if (event.data === '[DONE]') {
       done = true;
-      continue;
+      break;
     }
     if (event.event === 'error') throw new UpstreamError('malformed', `${id} sent an error event: ${snippetOf(event.data)}`);
     const chunk = parseChunk(id, event.data);
@@ -297,6 +315,7 @@ function toUsage(usage: unknown): TokenUsage | null {
 export function toUpstreamError(id: string, error: unknown, signal: AbortSignal): UpstreamError {
   if (error instanceof UpstreamError) return error;
   if (signal.aborted) return new UpstreamError('aborted', `${id}: attempt aborted`, { cause: error });
+  if (error instanceof SseLimitError) return new UpstreamError('malformed', `${id}: ${error.message}`, { cause: error });
   const code = errorCode(error);
   const detail = error instanceof Error ? error.message : String(error);
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
@@ -307,6 +326,36 @@ export function toUpstreamError(id: string, error: unknown, signal: AbortSignal)
 
 function errorCode(error: unknown): string | undefined {
   return isRecord(error) && typeof error.code === 'string' ? error.code : undefined;
+}
+
+/** The whole body as text, or a 'malformed' failure once it passes `limit` bytes. */
+async function readBounded(id: string, body: ResponseBody, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw new UpstreamError('malformed', `${id} sent a JSON answer over ${limit} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Lets a finished stream's connection go back to the pool: what little may
+ * follow `[DONE]` is read in the background, briefly; an upstream that keeps
+ * the body open past that loses the connection instead of holding the request.
+ */
+function releaseConnection(body: ResponseBody): void {
+  body.dump({ limit: DRAIN_LIMIT_BYTES, signal: AbortSignal.timeout(DRAIN_TIMEOUT_MS) }).catch(() => discard(body));
+}
+
+/**
+ * Drops a body and its connection. Destroying an unfinished body makes undici
+ * emit 'error' on it; nobody reads it any more, so that error is expected.
+ */
+function discard(body: ResponseBody): void {
+  body.on('error', () => undefined);
+  body.destroy();
 }
 
 /** The start of an error body, for the internal message; the rest is dropped. */

@@ -3,6 +3,10 @@
  * generator over the one below, so a consumer that stops early stops them all
  * (and through them, the response body they read).
  *
+ * Every buffer an upstream fills here is bounded: one line, and one event's
+ * data, each at most `SSE_LIMITS` characters; past that the stream fails with
+ * `SseLimitError`. Each byte is scanned once, so a huge line costs linear time.
+ *
  * The encoders at the end are what the gateway writes on its own SSE responses.
  */
 
@@ -10,6 +14,17 @@ export interface SseEvent {
   event?: string;
   data: string;
   id?: string;
+}
+
+/** The most characters one line, and one event's joined data, may hold. */
+export const SSE_LIMITS = { lineChars: 1024 * 1024, eventChars: 1024 * 1024 };
+
+/** A line or an event outgrew its limit: the stream is malformed (or hostile). */
+export class SseLimitError extends Error {
+  override name = 'SseLimitError';
+  constructor(what: 'line' | 'event', limit: number) {
+    super(`an SSE ${what} longer than ${limit} characters`);
+  }
 }
 
 const LF = 0x0a;
@@ -20,39 +35,69 @@ const CR = 0x0d;
  * anywhere: mid-line, between CR and LF, or inside a multi-byte UTF-8 character.
  * A last line without a line break is still yielded at the end.
  */
-export async function* decodeSseLines(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<string> {
+export async function* decodeSseLines(chunks: AsyncIterable<Uint8Array>, maxLineChars = SSE_LIMITS.lineChars): AsyncGenerator<string> {
   const decoder = new TextDecoder('utf-8');
-  let pending = '';
-  for await (const chunk of chunks) {
-    const { lines, rest } = takeLines(pending + decoder.decode(chunk, { stream: true }), false);
-    pending = rest;
-    yield* lines;
-  }
-  const { lines, rest } = takeLines(pending + decoder.decode(), true);
-  yield* lines;
-  if (rest !== '') yield rest;
+  const splitter = new LineSplitter(maxLineChars);
+  for await (const chunk of chunks) yield* splitter.push(decoder.decode(chunk, { stream: true }));
+  yield* splitter.push(decoder.decode());
+  yield* splitter.end();
 }
 
 /**
- * The complete lines in `text` and what is left after the last line break. A CR
- * at the very end stays in `rest` until `atEnd`, since an LF may follow it.
+ * Line splitting that remembers only the unfinished line, as pieces: each
+ * pushed text is scanned once, whatever came before it, so a line that arrives
+ * in many small chunks costs linear time. A CR at the end of one text waits
+ * for the next, since an LF may follow it.
  */
-export function takeLines(text: string, atEnd: boolean): { lines: string[]; rest: string } {
-  const lines: string[] = [];
-  let start = 0;
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code === LF) {
-      lines.push(text.slice(start, i));
-      start = i + 1;
-    } else if (code === CR) {
-      if (i + 1 === text.length && !atEnd) break;
-      lines.push(text.slice(start, i));
-      if (text.charCodeAt(i + 1) === LF) i++;
+export class LineSplitter {
+  private pieces: string[] = [];
+  private pending = 0;
+  private afterCr = false;
+
+  constructor(private readonly maxLineChars = SSE_LIMITS.lineChars) {}
+
+  /** The lines that `text` completes. */
+  push(text: string): string[] {
+    const lines: string[] = [];
+    let start = 0;
+    if (this.afterCr && text.length > 0) {
+      this.afterCr = false;
+      if (text.charCodeAt(0) === LF) start = 1;
+    }
+    for (let i = start; i < text.length; i++) {
+      const code = text.charCodeAt(i);
+      if (code !== LF && code !== CR) continue;
+      lines.push(this.finishLine(text.slice(start, i)));
+      if (code === CR) {
+        if (i + 1 === text.length) this.afterCr = true;
+        else if (text.charCodeAt(i + 1) === LF) i++;
+      }
       start = i + 1;
     }
+    this.hold(text.slice(start));
+    return lines;
   }
-  return { lines, rest: text.slice(start) };
+
+  /** The last line, if it had no line break after it. */
+  end(): string[] {
+    if (this.pending === 0 && this.pieces.length === 0) return [];
+    return [this.finishLine('')];
+  }
+
+  private hold(piece: string): void {
+    if (piece === '') return;
+    this.pending += piece.length;
+    if (this.pending > this.maxLineChars) throw new SseLimitError('line', this.maxLineChars);
+    this.pieces.push(piece);
+  }
+
+  private finishLine(last: string): string {
+    if (this.pending + last.length > this.maxLineChars) throw new SseLimitError('line', this.maxLineChars);
+    const line = this.pieces.length === 0 ? last : this.pieces.join('') + last;
+    this.pieces = [];
+    this.pending = 0;
+    return line;
+  }
 }
 
 /**
@@ -60,13 +105,13 @@ export function takeLines(text: string, atEnd: boolean): { lines: string[]; rest
  * comment lines (':') skipped, an event dispatched on a blank line, and one left
  * open at the end of the stream dispatched too.
  */
-export async function* decodeSseEvents(lines: AsyncIterable<string>): AsyncGenerator<SseEvent> {
-  let draft = new EventDraft();
+export async function* decodeSseEvents(lines: AsyncIterable<string>, maxEventChars = SSE_LIMITS.eventChars): AsyncGenerator<SseEvent> {
+  let draft = new EventDraft(maxEventChars);
   for await (const line of lines) {
     if (line === '') {
       const event = draft.finish();
       if (event) yield event;
-      draft = new EventDraft();
+      draft = new EventDraft(maxEventChars);
     } else {
       draft.add(line);
     }
@@ -90,14 +135,20 @@ export function parseSseField(line: string): { field: string; value: string } {
 
 class EventDraft {
   private readonly data: string[] = [];
+  private dataChars = 0;
   private event: string | undefined;
   private id: string | undefined;
+
+  constructor(private readonly maxChars: number) {}
 
   add(line: string): void {
     if (line.startsWith(':')) return;
     const { field, value } = parseSseField(line);
-    if (field === 'data') this.data.push(value);
-    else if (field === 'event') this.event = value;
+    if (field === 'data') {
+      this.dataChars += value.length + 1;
+      if (this.dataChars > this.maxChars) throw new SseLimitError('event', this.maxChars);
+      this.data.push(value);
+    } else if (field === 'event') this.event = value;
     else if (field === 'id' && !value.includes('\0')) this.id = value;
   }
 

@@ -76,7 +76,12 @@ export interface ProviderAdapter {
   stream(request: UpstreamRequest, ctx: AttemptContext): AsyncIterable<UpstreamEvent>;
 }
 
-export type UpstreamFailure = 'connection' | 'status' | 'malformed' | 'timeout' | 'aborted';
+/**
+ * How an attempt failed. `request`: the gateway could not build its own request
+ * for this route (a value the provider's format cannot carry); that says nothing
+ * of the upstream's health and never counts against its breaker.
+ */
+export type UpstreamFailure = 'connection' | 'status' | 'malformed' | 'timeout' | 'aborted' | 'request';
 
 /** A provider failed. `retryable` says whether another route may still serve. */
 export class UpstreamError extends Error {

@@ -68,6 +68,21 @@ describe('failover', () => {
     assert.deepEqual(opts.breaker.view(['a/m'])[0]!.failures, 1);
   });
 
+  it('never holds a request the gateway could not build against the upstream, and says so when no route could take it', async () => {
+    const unbuildable = () => new UpstreamError('request', 'the request could not be written as JSON');
+    const a = scripted('a', { fail: unbuildable() });
+    const b = scripted('b', { fail: unbuildable() });
+    const opts = options();
+    for (let i = 0; i < 3; i++) {
+      await assert.rejects(open([a.candidate, b.candidate], request, opts), (err: unknown) => {
+        assert.ok(err instanceof GatewayError);
+        assert.deepEqual([err.status, err.code], [400, 'invalid_value']);
+        return true;
+      });
+    }
+    assert.deepEqual(opts.breaker.view(['a/m', 'b/m']).map((v) => [v.failures, v.state]), [[0, 'closed'], [0, 'closed']]);
+  });
+
   it('does not hold a refusal of the request (HTTP 400) against the upstream\'s health', async () => {
     const refusing = scripted('r', { fail: new UpstreamError('status', 'HTTP 400', { status: 400 }) });
     const broken = scripted('k', { fail: new UpstreamError('status', 'HTTP 401', { status: 401 }) });
@@ -86,7 +101,10 @@ describe('failover', () => {
       assert.ok(err instanceof GatewayError);
       assert.equal(err.status, 502);
       assert.equal(err.code, 'upstream_unavailable');
-      assert.match(err.message, /a\/m: connection failed; b\/m: answered HTTP 429/);
+      // The caller reads the gateway's own words; which upstream did what is kept for the log.
+      assert.equal(err.message, 'Every upstream failed.');
+      assert.ok(err.cause instanceof Error);
+      assert.match(err.cause.message, /a\/m: connection failed \(reset\); b\/m: answered HTTP 429 \(HTTP 429\)/);
       return true;
     });
     const slow1 = scripted('s1', { delayMs: 1000 });

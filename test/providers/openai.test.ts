@@ -160,6 +160,14 @@ describe('openai adapter against the fake upstream', () => {
     await assert.rejects(collect(adapter.stream(requestFor('gpt-malformed'), context())), failsWith('malformed'));
   });
 
+  it('fails a request it cannot write as its own failure (request), and sends nothing', async () => {
+    const cyclic: Record<string, unknown> = { type: 'json_schema' };
+    cyclic.self = cyclic;
+    await assert.rejects(collect(adapter.stream(requestFor('gpt-test', { responseFormat: cyclic }), context())), failsWith('request'));
+    await assert.rejects(adapter.complete(requestFor('gpt-test', { responseFormat: cyclic }), context()), failsWith('request'));
+    assert.equal(upstream.requests.length, 0);
+  });
+
   it('maps a reset socket to a connection failure', async () => {
     await assert.rejects(adapter.complete(requestFor('gpt-reset'), context()), failsWith('connection'));
     await assert.rejects(collect(adapter.stream(requestFor('gpt-reset'), context())), failsWith('connection'));

@@ -8,7 +8,8 @@ import {
   encodeSseComment,
   encodeSseData,
   parseSseField,
-  takeLines,
+  LineSplitter,
+  SseLimitError,
   type SseEvent,
 } from '../../src/providers/sse.js';
 
@@ -67,10 +68,48 @@ describe('decodeSseLines', () => {
   });
 });
 
-describe('takeLines', () => {
-  it('keeps a trailing CR pending until the end', () => {
-    assert.deepEqual(takeLines('a\nb\r', false), { lines: ['a'], rest: 'b\r' });
-    assert.deepEqual(takeLines('a\nb\r', true), { lines: ['a', 'b'], rest: '' });
+describe('LineSplitter', () => {
+  it('ends a line at a trailing CR and swallows the LF that may follow in the next text', () => {
+    const splitter = new LineSplitter();
+    assert.deepEqual(splitter.push('a\nb\r'), ['a', 'b']);
+    assert.deepEqual(splitter.push('\nc'), []);
+    assert.deepEqual(splitter.push('\r\r\n'), ['c', '']);
+    assert.deepEqual(splitter.end(), []);
+  });
+
+  it('joins a line that arrives in many pieces', () => {
+    const splitter = new LineSplitter();
+    for (const piece of ['da', 'ta', ': ', 'x']) assert.deepEqual(splitter.push(piece), []);
+    assert.deepEqual(splitter.push('y\n'), ['data: xy']);
+  });
+
+  it('refuses a line past its limit, whether it arrives whole or in pieces', () => {
+    assert.throws(() => new LineSplitter(8).push('123456789\n'), SseLimitError);
+    const splitter = new LineSplitter(8);
+    splitter.push('12345');
+    assert.throws(() => splitter.push('6789'), SseLimitError);
+    assert.deepEqual(new LineSplitter(8).push('12345678\n'), ['12345678']);
+  });
+});
+
+describe('SSE limits', { timeout: 10_000 }, () => {
+  it('reads one 8 MB line sent in 16 KB pieces in linear time, then refuses it past the line limit', async () => {
+    // Quadratic splitting (rescanning the pending text on every chunk) took 11 s of CPU here; the runner's timeout catches it.
+    async function* huge(): AsyncGenerator<Uint8Array> {
+      const piece = utf8.encode('x'.repeat(16 * 1024));
+      yield utf8.encode('data: ');
+      for (let i = 0; i < 512; i++) yield piece;
+      yield utf8.encode('\n\n');
+    }
+    const lines = decodeSseLines(huge(), 16 * 1024 * 1024);
+    const first = await lines.next();
+    assert.equal(first.value?.length, 6 + 8 * 1024 * 1024);
+    await assert.rejects(collect(decodeSse(huge())), SseLimitError);
+  });
+
+  it('refuses an event whose data lines together pass the event limit', async () => {
+    await assert.rejects(collect(decodeSseEvents(lines('data: 12345', 'data: 67890', ''), 10)), SseLimitError);
+    assert.deepEqual(await collect(decodeSseEvents(lines('data: 1234', 'data: 5678', ''), 10)), [{ data: '1234\n5678' }]);
   });
 });
 
