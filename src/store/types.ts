@@ -81,6 +81,21 @@ export interface ReserveRequest {
   keyId: string;
   model: string;
   leaseMs: number;
+  /** The request's Idempotency-Key claim, tied to this reservation in the same transaction. */
+  idempotencyKey?: string;
+}
+
+/**
+ * What a request has delivered so far, recorded with each lease renewal: if
+ * its process can no longer settle (a crash, a database that refuses), the
+ * sweeper settles this instead of releasing the hold, so that delivered
+ * content is paid for.
+ */
+export interface Delivered {
+  credits: number;
+  promptTokens: number;
+  completionTokens: number;
+  routedModel: string;
 }
 
 export type ReserveOutcome =
@@ -94,6 +109,11 @@ export interface SettleRequest {
   promptTokens: number;
   completionTokens: number;
   routedModel: string;
+  /**
+   * The response kept under the reservation's Idempotency-Key, built inside the
+   * settling transaction from its result: "settled" and "replayable" commit together.
+   */
+  respond?: (result: SettleResult) => StoredResponse;
 }
 
 export interface SettleResult {
@@ -136,9 +156,15 @@ export interface LedgerReport {
   disagreements: LedgerDisagreement[];
 }
 
+/**
+ * `running`: the first request is alive (its reservation is held, or it is about
+ * to reserve). `interrupted`: the first request was charged for what it delivered
+ * but died before it could store a response; it is not run again.
+ */
 export type IdempotencyClaim =
   | { state: 'claimed' }
   | { state: 'running' }
+  | { state: 'interrupted' }
   | { state: 'mismatch' }
   | { state: 'done'; response: StoredResponse };
 
@@ -167,19 +193,24 @@ export interface Store {
 
   /** Expires lapsed earned credits, reads the funds, asks `plan`, and takes the hold, in one transaction. */
   reserve(request: ReserveRequest, plan: ReservationPlanner): Promise<ReserveOutcome>;
-  /** Extends a live reservation's lease; false when it is no longer held. */
-  renewLease(reservationId: string, leaseMs: number): Promise<boolean>;
+  /** Extends a live reservation's lease and records what it delivered so far; false when it is no longer held. */
+  renewLease(reservationId: string, leaseMs: number, delivered?: Delivered | null): Promise<boolean>;
   /** Charges and releases the rest; idempotent on a reservation already closed. */
   settle(request: SettleRequest): Promise<SettleResult>;
-  /** Releases a reservation at no charge. */
+  /** Releases a reservation at no charge; its Idempotency-Key claim goes with it. */
   release(reservationId: string): Promise<void>;
-  /** Releases every reservation whose lease has passed; returns how many. */
+  /**
+   * Closes every reservation whose lease has passed, each once: settled for what
+   * it recorded as delivered, else released. Returns how many.
+   */
   releaseExpiredLeases(): Promise<number>;
+  /** Deletes Idempotency-Key records past their 24 h; returns how many. */
+  pruneIdempotencyKeys(): Promise<number>;
 
   usage(query: UsageQuery): Promise<UsageRow[]>;
   verifyLedger(): Promise<LedgerReport>;
 
   claimIdempotencyKey(accountId: string, key: string, fingerprint: string): Promise<IdempotencyClaim>;
-  completeIdempotencyKey(accountId: string, key: string, response: StoredResponse): Promise<void>;
+  /** Lets go of a claim that never reserved (the request was refused before it reached the ledger). */
   abandonIdempotencyKey(accountId: string, key: string): Promise<void>;
 }

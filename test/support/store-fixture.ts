@@ -86,11 +86,14 @@ export function take(amount: number, seen?: Funds[]): ReservationPlanner {
 
 /** Reserves `amount` for the account's key; the reservation id is returned with the outcome. */
 export async function reserveFor(
-  store: Store, account: FixtureAccount, amount: number, options: { leaseMs?: number; seen?: Funds[] } = {},
+  store: Store, account: FixtureAccount, amount: number, options: { leaseMs?: number; seen?: Funds[]; idempotencyKey?: string } = {},
 ): Promise<{ id: string; outcome: ReserveOutcome }> {
   const id = newId('res');
   const outcome = await store.reserve(
-    { reservationId: id, accountId: account.accountId, keyId: account.keyId, model: 'svc-fast', leaseMs: options.leaseMs ?? 30_000 },
+    {
+      reservationId: id, accountId: account.accountId, keyId: account.keyId, model: 'svc-fast', leaseMs: options.leaseMs ?? 30_000,
+      ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
+    },
     take(amount, options.seen),
   );
   return { id, outcome };

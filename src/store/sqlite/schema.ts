@@ -115,4 +115,14 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (account_id, key)
   );
   `,
+  // 2: a claim's liveness follows its reservation; a reservation records what it delivered.
+  `
+  ALTER TABLE reservations ADD COLUMN idempotency_key TEXT;
+  ALTER TABLE reservations ADD COLUMN delivered_credits INTEGER NOT NULL DEFAULT 0 CHECK (delivered_credits >= 0);
+  ALTER TABLE reservations ADD COLUMN delivered_prompt_tokens INTEGER NOT NULL DEFAULT 0 CHECK (delivered_prompt_tokens >= 0);
+  ALTER TABLE reservations ADD COLUMN delivered_completion_tokens INTEGER NOT NULL DEFAULT 0 CHECK (delivered_completion_tokens >= 0);
+  ALTER TABLE reservations ADD COLUMN routed_model TEXT;
+  ALTER TABLE idempotency_keys ADD COLUMN reservation_id TEXT;
+  CREATE INDEX idempotency_keys_by_age ON idempotency_keys(created_at);
+  `,
 ];

@@ -12,15 +12,20 @@ import type { Clock } from '../../clock.js';
 import { systemClock, utcDay } from '../../clock.js';
 import { newId } from '../../ids.js';
 import type {
-  Account, ApiKeyRecord, Balances, CreditKind, Grant, IdempotencyClaim, LedgerReport, NewApiKey, ReservationPlanner,
+  Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LedgerReport, NewApiKey, ReservationPlanner,
   ReserveOutcome, ReserveRequest, SettleRequest, SettleResult, Store, StoredApiKey, StoredResponse, UsageQuery, UsageRow,
 } from '../types.js';
 import { SqliteMetering } from './metering.js';
 import { MIGRATIONS } from './schema.js';
 
 const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
-/** A `running` idempotency claim older than this belongs to a crashed process. */
-const IDEMPOTENCY_STALE_MS = 15 * 60_000;
+/**
+ * A claim lives as long as its reservation is held. Before it has one (the
+ * moments between claiming and reserving), it is live for this long; older, its
+ * process died before reserving.
+ */
+const CLAIM_UNRESERVED_MS = 60_000;
+const PRUNE_BATCH = 1000;
 const TOUCH_EVERY_MS = 60_000;
 /** How long one write waits synchronously for another process's lock, then in total with async retries. */
 const BUSY_TIMEOUT_MS = 25;
@@ -176,8 +181,8 @@ export class SqliteStore implements Store {
     return this.write(() => this.metering.reserve(request, plan));
   }
 
-  async renewLease(reservationId: string, leaseMs: number): Promise<boolean> {
-    return this.write(() => this.metering.renewLease(reservationId, leaseMs));
+  async renewLease(reservationId: string, leaseMs: number, delivered?: Delivered | null): Promise<boolean> {
+    return this.write(() => this.metering.renewLease(reservationId, leaseMs, delivered));
   }
 
   async settle(request: SettleRequest): Promise<SettleResult> {
@@ -213,31 +218,34 @@ export class SqliteStore implements Store {
     return this.write(() => {
       return this.db.transaction((): IdempotencyClaim => {
         const now = this.now().getTime();
-        const row = this.sql('SELECT fingerprint, state, status, body, created_at FROM idempotency_keys WHERE account_id = ? AND key = ?')
-          .get(accountId, key) as { fingerprint: string; state: string; status: number | null; body: string | null; created_at: number } | undefined;
-        const stale = row && (row.created_at < now - IDEMPOTENCY_WINDOW_MS || (row.state === 'running' && row.created_at < now - IDEMPOTENCY_STALE_MS));
-        if (row && !stale) {
+        const row = this.sql(`SELECT i.fingerprint, i.state, i.status, i.body, i.created_at, i.reservation_id, r.state AS reservation_state
+          FROM idempotency_keys i LEFT JOIN reservations r ON r.id = i.reservation_id
+          WHERE i.account_id = ? AND i.key = ?`).get(accountId, key) as ClaimRow | undefined;
+        const seen = row ? judgeClaim(row, now) : 'stale';
+        if (row && seen !== 'stale') {
           if (row.fingerprint !== fingerprint) return { state: 'mismatch' };
-          if (row.state === 'running') return { state: 'running' };
-          return { state: 'done', response: { status: row.status ?? 200, body: JSON.parse(row.body ?? 'null') } };
+          if (seen === 'done') return { state: 'done', response: { status: row.status ?? 200, body: JSON.parse(row.body ?? 'null') } };
+          return { state: seen };
         }
-        this.sql(`INSERT OR REPLACE INTO idempotency_keys (account_id, key, fingerprint, state, created_at)
-          VALUES (?, ?, ?, 'running', ?)`).run(accountId, key, fingerprint, now);
+        this.sql(`INSERT OR REPLACE INTO idempotency_keys (account_id, key, fingerprint, state, created_at, reservation_id)
+          VALUES (?, ?, ?, 'running', ?, NULL)`).run(accountId, key, fingerprint, now);
         return { state: 'claimed' };
       }).immediate();
     });
   }
 
-  async completeIdempotencyKey(accountId: string, key: string, response: StoredResponse): Promise<void> {
+  async abandonIdempotencyKey(accountId: string, key: string): Promise<void> {
     return this.write(() => {
-      this.sql(`UPDATE idempotency_keys SET state = 'done', status = ?, body = ? WHERE account_id = ? AND key = ?`)
-        .run(response.status, JSON.stringify(response.body), accountId, key);
+      this.sql(`DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'running' AND reservation_id IS NULL`)
+        .run(accountId, key);
     });
   }
 
-  async abandonIdempotencyKey(accountId: string, key: string): Promise<void> {
+  async pruneIdempotencyKeys(): Promise<number> {
     return this.write(() => {
-      this.sql(`DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'running'`).run(accountId, key);
+      const before = this.now().getTime() - IDEMPOTENCY_WINDOW_MS;
+      return this.sql(`DELETE FROM idempotency_keys WHERE rowid IN
+        (SELECT rowid FROM idempotency_keys WHERE created_at < ? LIMIT ${PRUNE_BATCH})`).run(before).changes;
     });
   }
 
@@ -276,6 +284,33 @@ export class SqliteStore implements Store {
 
   private today(): string {
     return utcDay(this.now());
+  }
+}
+
+interface ClaimRow {
+  fingerprint: string;
+  state: 'running' | 'done';
+  status: number | null;
+  body: string | null;
+  created_at: number;
+  reservation_id: string | null;
+  reservation_state: 'held' | 'settled' | 'released' | 'lapsed' | null;
+}
+
+/**
+ * What an existing claim means now. Past 24 h it is gone. A running claim is as
+ * alive as its reservation: held → still running; settled without a stored
+ * response → its process died after delivering (the sweeper charged that), so it
+ * is not run again; released or lapsed with nothing charged → free to retry.
+ */
+function judgeClaim(row: ClaimRow, now: number): 'stale' | 'done' | 'running' | 'interrupted' {
+  if (row.created_at < now - IDEMPOTENCY_WINDOW_MS) return 'stale';
+  if (row.state === 'done') return 'done';
+  if (row.reservation_id === null) return row.created_at >= now - CLAIM_UNRESERVED_MS ? 'running' : 'stale';
+  switch (row.reservation_state) {
+    case 'held': return 'running';
+    case 'settled': return 'interrupted';
+    default: return 'stale';
   }
 }
 
