@@ -7,7 +7,10 @@
  * - User messages, mainly: the last user message counts in full, earlier user messages
  *   count half, the system prompt a quarter. Assistant and tool messages are ignored.
  * - Length is estimated as characters / 4 over the user messages.
- * - Each message is scanned up to its first 48,000 and last 12,000 characters.
+ * - Each message is scanned up to its first 48,000 and last 12,000 characters, and a
+ *   conversation up to 200,000 characters in all: the last user message first, then the
+ *   other messages from the last backwards. Older text beyond that is not scanned (it
+ *   still counts toward the length).
  *
  * What it looks for (each cue adds points to one family, up to the cue's cap over the
  * whole conversation; repeated words count once)
@@ -35,6 +38,13 @@
  *              or all points together reach 4 (a prompt over 500 tokens adds 1 to that).
  * 3. simple  — everything else: greetings, short factual questions, translation,
  *              classification, summarizing a short text, autocomplete.
+ *
+ * What it costs: time linear in the text, by construction (the text is the caller's, read
+ * before any credit check). Every repetition in a pattern is bounded (`\s{0,8}`, `\w{1,64}`,
+ * a `{0,300}?` window), so a match attempt reads a few hundred characters at most; runs
+ * that follow one another match different characters (`\w{1,64}\s{0,8}\(`), so no attempt
+ * tries the splits of one run between two; a file name is tried only where a name starts.
+ * A whole budget of worst-case text takes tens of milliseconds (classifier-worst-case.test.ts).
  */
 import type { ChatMessage } from '../providers/types.js';
 
@@ -106,6 +116,10 @@ const MEDIUM_PROMPT_TOKENS = 500;
 const CHARS_PER_TOKEN = 4;
 const SCAN_HEAD_CHARS = 48_000;
 const SCAN_TAIL_CHARS = 12_000;
+/** The most text one message gives the scan: its head and tail. */
+export const SCAN_MESSAGE_CHARS = SCAN_HEAD_CHARS + SCAN_TAIL_CHARS;
+/** The most text scanned over a whole conversation. */
+const SCAN_CONVERSATION_CHARS = 200_000;
 const MAX_REASONS = 5;
 const WEIGHT_LAST_USER = 1;
 const WEIGHT_EARLIER_USER = 0.5;
@@ -118,33 +132,33 @@ const plural = (count: number, one: string, many: string): string =>
 
 const CUES: readonly Cue[] = [
   // ── code ──
-  { id: 'fence', family: 'code', pattern: /^[ \t]*(?:```|~~~)/gm, points: 3, max: 3,
+  { id: 'fence', family: 'code', pattern: /^[ \t]{0,32}(?:```|~~~)/gm, points: 3, max: 3,
     reason: (n) => (n > 2 ? `contains ${Math.ceil(n / 2)} fenced code blocks` : 'contains a fenced code block') },
   { id: 'trace', family: 'code', points: 3, max: 3,
-    pattern: /Traceback \(most recent call last\)|^[ \t]+at [\w.$<>]+ \(?[^\s()]+:\d+(?::\d+)?\)?[ \t]*$|^[ \t]*File "[^"\n]+", line \d+|\bpanic: |\bSegmentation fault\b|\bcore dumped\b|\bException in thread\b/gm,
+    pattern: /Traceback \(most recent call last\)|^[ \t]{1,32}at [\w.$<>]{1,200} \(?[^\s()]{1,500}:\d{1,7}(?::\d{1,7})?\)?[ \t]{0,32}$|^[ \t]{0,32}File "[^"\n]{1,500}", line \d|\bpanic: |\bSegmentation fault\b|\bcore dumped\b|\bException in thread\b/gm,
     reason: () => 'contains a stack trace' },
   { id: 'sql', family: 'code', points: 3, max: 3,
-    pattern: /\bSELECT\s[^;]{0,200}?\sFROM\s|\b[Ss]elect\s+(?:\*|\w+\.\w+|\w+\s*,)[^;]{0,200}?\s[Ff]rom\s|\b(?:INSERT INTO|DELETE FROM|CREATE TABLE|ALTER TABLE|CREATE INDEX)\b|\bUPDATE\s+\w+\s+SET\b/g,
+    pattern: /\bSELECT\s[^;]{0,200}?\sFROM\s|\b[Ss]elect\s{1,8}(?:\*|\w{1,64}\.\w|\w{1,64}\s{0,8},)[^;]{0,200}?\s[Ff]rom\s|\b(?:INSERT INTO|DELETE FROM|CREATE TABLE|ALTER TABLE|CREATE INDEX)\b|\bUPDATE\s{1,16}\w{1,64}\s{1,16}SET\b/g,
     reason: () => 'contains a SQL statement' },
   { id: 'write-code', family: 'code', points: 3, max: 3,
-    pattern: /\b(?:write|create|implement|build|code|generate|give me)\s+(?:me\s+)?(?:an?\s+|the\s+|some\s+)?(?:[\w+#.-]+\s+){0,3}?(?:function|script|program|class|method|module|query|component|regex|endpoint|unit tests?|cli|algorithm)s?\b/gi,
+    pattern: /\b(?:write|create|implement|build|code|generate|give me)\s{1,8}(?:me\s{1,8})?(?:an?\s{1,8}|the\s{1,8}|some\s{1,8})?(?:[\w+#.-]{1,32}\s{1,8}){0,3}?(?:function|script|program|class|method|module|query|component|regex|endpoint|unit tests?|cli|algorithm)s?\b/gi,
     reason: (_n, s) => `asks to write code ("${quote(s)}")` },
   { id: 'syntax', family: 'code', points: 1.5, max: 4.5, distinct: true,
-    pattern: /\bdef \w+\s*\(|\bfunction\s*\*?\s*\w*\s*\([^)\n]{0,80}\)\s*\{|\b(?:const|var)\s+\w+\s*(?::\s*[\w<>[\]|]+\s*)?=|^[ \t]*import\s+(?:[\w*{][^\n]{0,120}?\bfrom\s+['"]|['"]|[\w.]+(?:\s+as\s+\w+)?[ \t]*;?[ \t]*$)|^[ \t]*from\s+[\w.]+\s+import\s+[\w*(]|#include\s*[<"]|\bclass\s+[A-Z]\w*\s*(?:\([^)\n]{0,80}\))?\s*[:{]|\bclass\s+[A-Z]\w*\s+(?:extends|implements)\b|\)\s*=>|\bconsole\.log\(|\bprint\(|\bprintf\(|\bSystem\.out\.|\bpublic\s+(?:static\s+)?(?:void|int|class|String)\b|\b(?:fn|func)\s+\w+\s*\(|\bawait\s+[\w.]+\(|\buse[A-Z]\w+\(/gm,
+    pattern: /\bdef \w{1,64}\s{0,8}\(|\bfunction\s{0,8}(?:\*\s{0,8})?(?:\w{1,64}\s{0,8})?\([^)\n]{0,80}\)\s{0,8}\{|\b(?:const|var)\s{1,8}\w{1,64}\s{0,8}(?::\s{0,8}[\w<>[\]|]{1,64}\s{0,8})?=|^[ \t]{0,32}import\s{1,8}(?:[\w*{][^\n]{0,120}?\bfrom\s{1,8}['"]|['"]|[\w.]{1,128}(?:\s{1,8}as\s{1,8}\w{1,64})?[ \t]{0,8}(?:;[ \t]{0,8})?$)|^[ \t]{0,32}from\s{1,8}[\w.]{1,128}\s{1,8}import\s{1,8}[\w*(]|#include\s{0,8}[<"]|\bclass\s{1,8}[A-Z]\w{0,64}\s{0,8}(?:\([^)\n]{0,80}\)\s{0,8})?[:{]|\bclass\s{1,8}[A-Z]\w{0,64}\s{1,8}(?:extends|implements)\b|\)\s{0,8}=>|\bconsole\.log\(|\bprint\(|\bprintf\(|\bSystem\.out\.|\bpublic\s{1,8}(?:static\s{1,8})?(?:void|int|class|String)\b|\b(?:fn|func)\s{1,8}\w{1,64}\s{0,8}\(|\bawait\s{1,8}[\w.]{1,64}\(|\buse[A-Z]\w{1,64}\(/gm,
     reason: (_n, s) => `has code syntax (${quote(s)})` },
   { id: 'error-name', family: 'code', points: 2, max: 3, distinct: true,
-    pattern: /\b[A-Z][a-z]+(?:[A-Z][a-z]+)*(?:Error|Exception)\b|\b[Ee]rror (?:TS|CS|C)\d{3,5}\b|\b[Uu]ndefined is not a function\b|\b[Cc]annot read propert(?:y|ies) of (?:undefined|null)\b/g,
+    pattern: /\b[A-Z][a-z]{1,32}(?:[A-Z][a-z]{1,32}){0,8}(?:Error|Exception)\b|\b[Ee]rror (?:TS|CS|C)\d{3,5}\b|\b[Uu]ndefined is not a function\b|\b[Cc]annot read propert(?:y|ies) of (?:undefined|null)\b/g,
     reason: (_n, s) => `quotes an error message (${quote(s)})` },
   { id: 'dev-words', family: 'code', points: 1.5, max: 3, distinct: true,
-    pattern: /\b(?:refactor\w*|debug\w*|compil(?:e|er|es|ing|ation)|regex(?:es)?|regular expressions?|unit tests?|stack trace|bugs?|buggy|linter|segfault|memory leak|race condition|null pointer|runtime error|syntax error|pull request|merge conflict)\b/gi,
+    pattern: /\b(?:refactor\w{0,32}|debug\w{0,32}|compil(?:e|er|es|ing|ation)|regex(?:es)?|regular expressions?|unit tests?|stack trace|bugs?|buggy|linter|segfault|memory leak|race condition|null pointer|runtime error|syntax error|pull request|merge conflict)\b/gi,
     reason: (_n, s) => `uses programming words (${quote(s)})` },
   { id: 'my-code', family: 'code', points: 1.5, max: 1.5,
-    pattern: /\b(?:my|this|the|following|your|our)\s+(?:\w+\s+)?code\b|\bcode (?:snippet|review)|\bcodebase\b/gi,
+    pattern: /\b(?:my|this|the|following|your|our)\s{1,8}(?:\w{1,64}\s{1,8})?code\b|\bcode (?:snippet|review)|\bcodebase\b/gi,
     reason: () => 'refers to a piece of code' },
   { id: 'inline-code', family: 'code', points: 1, max: 2, pattern: /`[^`\n]{1,80}`/g,
     reason: (n) => `quotes inline code (${plural(n, 'span', 'spans')})` },
   { id: 'file-name', family: 'code', points: 1, max: 2, distinct: true,
-    pattern: /\b[\w-]+\.(?:py|ts|tsx|js|jsx|mjs|cjs|java|go|rs|rb|cpp|hpp|cs|php|swift|kt|sql|sh|ipynb)\b/g,
+    pattern: /(?<![\w-])[\w-]{1,64}\.(?:py|ts|tsx|js|jsx|mjs|cjs|java|go|rs|rb|cpp|hpp|cs|php|swift|kt|sql|sh|ipynb)\b/g,
     reason: (_n, s) => `names source files (${quote(s)})` },
   { id: 'language', family: 'code', points: 1, max: 2, distinct: true,
     pattern: /\b(?:python|typescript|javascript|node\.?js|java|c\+\+|c#|rust|golang|kotlin|ruby|php|sql|postgres(?:ql)?|mysql|sqlite|bash|powershell|react|vue|angular|django|flask|fastapi|pandas|numpy|dockerfile|kubernetes)(?![\w+#])/gi,
@@ -154,50 +168,58 @@ const CUES: readonly Cue[] = [
     pattern: /\b(?:prove|proof|theorem|lemma|corollary|by induction)\b/gi,
     reason: (_n, s) => `asks for a proof ("${quote(s)}")` },
   { id: 'math-words', family: 'math', points: 2, max: 4, distinct: true,
-    pattern: /\b(?:integral|integrate|derivative|differentiate|probability|expected value|variance|solve for|matrix|matrices|eigen\w*|polynomial|equations?|logarithm|limit of|converges?|determinant|combinatorics)\b/gi,
+    pattern: /\b(?:integral|integrate|derivative|differentiate|probability|expected value|variance|solve for|matrix|matrices|eigen\w{0,32}|polynomial|equations?|logarithm|limit of|converges?|determinant|combinatorics)\b/gi,
     reason: (_n, s) => `uses math terms (${quote(s)})` },
   { id: 'latex', family: 'math', points: 2, max: 4,
     pattern: /\\(?:frac|d?int|iint|oint|sum|prod|sqrt|lim|partial|infty|mathbb|mathcal|cdot|leq|geq|neq|binom|alpha|beta|gamma|theta|lambda|sigma)\b|\$[^$\n]{1,120}\$/g,
     accept: (m) => m.startsWith('\\') || /[\\^_=]/.test(m),
     reason: () => 'contains LaTeX math' },
   { id: 'math-expr', family: 'math', points: 1, max: 3,
-    pattern: /\b\d+(?:\.\d+)?\s*[+*×÷^]\s*\d|\b\d+\s+[-/]\s+\d|\b[a-z]\s*(?:\^|\*\*)\s*\d|\b\d*[a-z]\s*[+\-*/]\s*\d+\s*=\s*-?\d|[∫∑∏√∂∞≤≥≠±]/gi,
+    pattern: /\b\d{1,32}(?:\.\d{1,32})?\s{0,8}[+*×÷^]\s{0,8}\d|\b\d{1,32}\s{1,8}[-/]\s{1,8}\d|\b[a-z]\s{0,8}(?:\^|\*\*)\s{0,8}\d|\b\d{0,32}[a-z]\s{0,8}[+\-*/]\s{0,8}\d{1,32}\s{0,8}=\s{0,8}-?\d|[∫∑∏√∂∞≤≥≠±]/gi,
     reason: (n) => `contains math expressions (${plural(n, 'match', 'matches')})` },
   // ── multi-step ──
   { id: 'step-by-step', family: 'steps', points: 2, max: 2,
     pattern: /\bstep[- ]by[- ]step\b|\bwalk me through\b|\bthink (?:it )?through\b|\bshow (?:your|all)(?: of your)? work\b/gi,
     reason: () => 'asks for step-by-step reasoning' },
   { id: 'numbered', family: 'steps', points: 2, max: 2, minCount: 3,
-    pattern: /^[ \t]*(?:\d{1,2}[.)]|\(\d{1,2}\))[ \t]+\S/gm,
+    pattern: /^[ \t]{0,32}(?:\d{1,2}[.)]|\(\d{1,2}\))[ \t]{1,8}\S/gm,
     reason: (n) => `lists ${n} numbered items` },
   { id: 'first-then', family: 'steps', points: 1.5, max: 1.5,
     pattern: /\bfirst(?:ly)?\b[\s\S]{0,300}?\b(?:then|next|after that|finally|second(?:ly)?)\b/gi,
     reason: () => 'orders its steps (first … then …)' },
   { id: 'questions', family: 'steps', points: 0.75, max: 3, minCount: 3, pattern: /\?(?=\s|$)/g,
     reason: (n) => `asks ${n} questions in one prompt` },
-  { id: 'bullets', family: 'steps', points: 1, max: 1, minCount: 3, pattern: /^[ \t]*[-*•][ \t]+\S/gm,
+  { id: 'bullets', family: 'steps', points: 1, max: 1, minCount: 3, pattern: /^[ \t]{0,32}[-*•][ \t]{1,8}\S/gm,
     reason: (n) => `lists ${n} bullet points` },
   { id: 'plan-words', family: 'steps', points: 1, max: 4, distinct: true,
     pattern: /\b(?:plan|planning|design|architectures?|compare|comparison|contrast|trade-?offs?|pros and cons|analy[sz]e|analysis|strateg(?:y|ies)|roadmap|evaluate|recommend|in depth|in-depth|in detail|comprehensive)\b/gi,
     reason: (_n, s) => `uses planning/analysis words (${quote(s)})` },
 ];
 
+/** Matched against the last user message with its leading whitespace trimmed. */
 const SIMPLE_TASK =
-  /^\s*(?:(?:hi|hey|hello|please|kindly)\b[,!.]?\s*)*(?:(?:can|could|would) you\s+(?:please\s+)?)?(translate|summari[sz]e|classify|categori[sz]e|tl;?dr|paraphrase|rephrase|proofread|complete|autocomplete|extract|label|detect the language|what(?:'s| is) the sentiment)\b/i;
+  /^(?:(?:hi|hey|hello|please|kindly)\b[,!.]?\s{0,16}){0,8}(?:(?:can|could|would) you\s{1,16}(?:please\s{1,16})?)?(translate|summari[sz]e|classify|categori[sz]e|tl;?dr|paraphrase|rephrase|proofread|complete|autocomplete|extract|label|detect the language|what(?:'s| is) the sentiment)\b/i;
+
+/** Every pattern run over caller text, by name, as fresh copies: for tests of how they are built. */
+export function scanPatterns(): Array<{ id: string; pattern: RegExp }> {
+  return [...CUES, { id: 'simple-task', pattern: SIMPLE_TASK }].map(({ id, pattern }) => ({ id, pattern: new RegExp(pattern) }));
+}
 
 /** Classifies a chat prompt for svc-auto. Pure and synchronous. */
 export function classifyPrompt(messages: ChatMessage[]): Classification {
   const lastUser = findLastIndex(messages, (m) => m.role === 'user');
-  const lastUserText = lastUser >= 0 ? scanWindow(messages[lastUser]?.content ?? '') : '';
-  const simpleTask = SIMPLE_TASK.exec(lastUserText)?.[1]?.toLowerCase() ?? null;
+  const budgets = scanBudgets(messages, lastUser);
+  const lastUserText = lastUser >= 0 ? scanWindow(messages[lastUser]?.content ?? '', budgets[lastUser] ?? 0) : '';
+  const simpleTask = SIMPLE_TASK.exec(lastUserText.trimStart())?.[1]?.toLowerCase() ?? null;
 
   const cues = new Map<string, CueTotal>();
   let lastHits: Hit[] = [];
   messages.forEach((message, index) => {
     const isLastUser = index === lastUser;
     const weight = weightOf(message, isLastUser);
-    if (weight === 0) return;
-    const hits = scanMessage(isLastUser ? lastUserText : scanWindow(message.content));
+    const budget = budgets[index] ?? 0;
+    if (weight === 0 || budget === 0) return;
+    const hits = scanMessage(isLastUser ? lastUserText : scanWindow(message.content, budget));
     if (isLastUser) lastHits = hits;
     const discount = isLastUser && simpleTask !== null ? 0.5 : 1;
     for (const hit of hits) {
@@ -336,10 +358,26 @@ function sourced(hit: Hit, message: ChatMessage, isLastUser: boolean): string {
   return message.role === 'system' ? `${reason} in the system prompt` : `${reason} in an earlier message`;
 }
 
-/** The text a message is scanned over: all of it, or its head and tail when it is very long. */
-function scanWindow(content: string): string {
-  if (content.length <= SCAN_HEAD_CHARS + SCAN_TAIL_CHARS) return content;
-  return `${content.slice(0, SCAN_HEAD_CHARS)}\n${content.slice(-SCAN_TAIL_CHARS)}`;
+/** Characters each message may have scanned: the last user message, then the rest from the last back. */
+function scanBudgets(messages: ChatMessage[], lastUser: number): number[] {
+  const budgets = messages.map(() => 0);
+  const others = messages.map((_m, i) => messages.length - 1 - i).filter((i) => i !== lastUser);
+  let left = SCAN_CONVERSATION_CHARS;
+  for (const index of lastUser >= 0 ? [lastUser, ...others] : others) {
+    const message = messages[index];
+    if (message === undefined || left === 0 || weightOf(message, index === lastUser) === 0) continue;
+    const budget = Math.min(left, SCAN_MESSAGE_CHARS);
+    budgets[index] = budget;
+    left -= Math.min(budget, message.content.length);
+  }
+  return budgets;
+}
+
+/** The text a message is scanned over: all of it, or its head and tail (4 : 1) when it is longer than `limit`. */
+function scanWindow(content: string, limit: number): string {
+  if (content.length <= limit) return content;
+  const head = Math.round((limit * SCAN_HEAD_CHARS) / SCAN_MESSAGE_CHARS);
+  return `${content.slice(0, head)}\n${content.slice(content.length - (limit - head))}`;
 }
 
 /** Characters / 4, ignoring surrounding whitespace. */

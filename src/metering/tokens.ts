@@ -45,14 +45,18 @@ export function countTextTokens(text: string, limit = Number.POSITIVE_INFINITY):
   return total;
 }
 
-/** A run of one kind (all whitespace, or none) longer than MAX_RUN: a single pre-token the BPE would chew on. */
-const LONG_RUN = /\S{257,}|\s{257,}/g;
+/**
+ * Runs of one kind (all whitespace, or none). Each run is matched once from its
+ * start, so finding the long ones reads every character once (a pattern such as
+ * `\S{257,}` would restart at every position of a 256-character run).
+ */
+const RUN = /\S+|\s+/g;
 
 function countPiece(piece: string): number {
-  if (!/\S{257}|\s{257}/.test(piece)) return encode(piece, AS_PLAIN_TEXT).length;
   let total = 0;
   let last = 0;
-  for (const run of piece.matchAll(LONG_RUN)) {
+  for (const run of piece.matchAll(RUN)) {
+    if (run[0].length <= MAX_RUN) continue;
     total += encode(piece.slice(last, run.index), AS_PLAIN_TEXT).length;
     for (let i = 0; i < run[0].length; i += MAX_RUN) total += encode(run[0].slice(i, i + MAX_RUN), AS_PLAIN_TEXT).length;
     last = run.index + run[0].length;

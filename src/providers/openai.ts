@@ -143,7 +143,9 @@ function* completionEvents(completion: UpstreamCompletion): Generator<UpstreamEv
 /** `${baseUrl}/chat/completions`, whether or not the base ends with a slash; its query is kept. */
 export function chatCompletionsUrl(baseUrl: string): URL {
   const url = new URL(baseUrl);
-  url.pathname = `${url.pathname.replace(/\/+$/, '')}/chat/completions`;
+  let end = url.pathname.length;
+  while (end > 0 && url.pathname.charCodeAt(end - 1) === 0x2f) end--;
+  url.pathname = `${url.pathname.slice(0, end)}/chat/completions`;
   return url;
 }
 

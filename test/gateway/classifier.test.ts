@@ -184,6 +184,17 @@ describe('classifyPrompt: where the text comes from', () => {
     assertClass(classifyPrompt(messages), 'simple', 'assistant code, user thanks');
   });
 
+  it('scans a conversation back from the last message only until its budget is spent', () => {
+    const report = 'The quarterly report covers revenue, costs and headcount across all regions. '.repeat(800);
+    const conversation = (reports: number): ChatMessage[] => [
+      { role: 'user', content: 'Prove that the square root of 2 is irrational.' },
+      ...Array.from({ length: reports }, (): ChatMessage => ({ role: 'user', content: report })),
+      { role: 'user', content: 'What is the capital of Peru?' },
+    ];
+    assert.ok(classifyPrompt(conversation(2)).signals.mathScore > 0, 'the proof is within 200,000 characters');
+    assert.equal(classifyPrompt(conversation(4)).signals.mathScore, 0, 'the proof is beyond them');
+  });
+
   it('still classifies a complex last question under a plain system prompt', () => {
     const messages: ChatMessage[] = [
       { role: 'system', content: 'You are a helpful assistant.' },
