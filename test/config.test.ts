@@ -82,6 +82,30 @@ routing:
       /providers\[0\]\.base_url: must be an http:\/\/ or https:\/\/ URL/);
   });
 
+  it('bounds slow clients by default, and takes a partial server section', () => {
+    assert.deepEqual(loadConfig(undefined).server, {
+      request_timeout_ms: 30_000, headers_timeout_ms: 10_000, keep_alive_timeout_ms: 5_000, connection_timeout_ms: 0, max_connections: 10_000,
+    });
+    const partial = parseConfig(configWith((c) => { c.server = { keep_alive_timeout_ms: 65_000, max_connections: 500 }; }));
+    assert.deepEqual(partial.server, {
+      request_timeout_ms: 30_000, headers_timeout_ms: 10_000, keep_alive_timeout_ms: 65_000, connection_timeout_ms: 0, max_connections: 500,
+    });
+    // A request timeout under the headers' default takes the headers' along.
+    assert.equal(parseConfig(configWith((c) => { c.server = { request_timeout_ms: 4_000 }; })).server.headers_timeout_ms, 4_000);
+  });
+
+  it('names the field of a bad server setting', () => {
+    const withServer = (server: Record<string, unknown>) => refusal(configWith((c) => { c.server = server; }));
+    assert.match(withServer({ request_timeout_ms: 0 }), /server\.request_timeout_ms/);
+    assert.match(withServer({ headers_timeout_ms: 1.5 }), /server\.headers_timeout_ms/);
+    assert.match(withServer({ keep_alive_timeout_ms: 3_000_000_000 }), /server\.keep_alive_timeout_ms/);
+    assert.match(withServer({ connection_timeout_ms: -1 }), /server\.connection_timeout_ms/);
+    assert.match(withServer({ max_connections: 0 }), /server\.max_connections/);
+    assert.match(withServer({ max_connections: '100' }), /server\.max_connections/);
+    assert.match(withServer({ request_timeout_ms: 5_000, headers_timeout_ms: 6_000 }),
+      /server\.headers_timeout_ms: must not be more than request_timeout_ms/);
+  });
+
   it('refuses at boot a provider whose key variable is not set', () => {
     const config = parseConfig({ ...(structuredClone(DEFAULT_CONFIG_SOURCE) as object),
       providers: [{ id: 'simulator', type: 'simulator' }, { id: 'up', type: 'openai', base_url: 'http://127.0.0.1:1/v1', api_key_env: 'SVC_TEST_UNSET_KEY' }] });

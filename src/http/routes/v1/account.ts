@@ -5,6 +5,8 @@ import { errors } from '../../../errors.js';
 import type { Catalog } from '../../../gateway/catalog.js';
 import { modelObject } from '../../../gateway/catalog.js';
 import { apiKeyObject, issueApiKey } from '../../../keys/issue.js';
+import type { Permission } from '../../../keys/permissions.js';
+import { mayCreate, mayRevoke } from '../../../keys/permissions.js';
 import { accountCredits } from '../../../metering/credits.js';
 import type { Store } from '../../../store/types.js';
 import { allowOnly, parseBody } from '../../errors.js';
@@ -38,6 +40,7 @@ export function accountRoutes(app: FastifyInstance, { store, catalog, clock }: A
 
   app.post('/api-keys', async (request, reply) => {
     const body = parseBody(createApiKeyBody, request.body, {});
+    enforce(mayCreate(request.caller!.key, body));
     const { record, secret } = await issueApiKey(store, request.caller!.accountId, body);
     return reply.status(201).send({ ...apiKeyObject(record), key: secret });
   });
@@ -45,7 +48,13 @@ export function accountRoutes(app: FastifyInstance, { store, catalog, clock }: A
   allowOnly(app, '/api-keys/:id', ['DELETE']);
   app.delete<{ Params: { id: string } }>('/api-keys/:id', async (request) => {
     const { id } = request.params;
+    // A key that may revoke only itself learns nothing about other ids: 403 whether they exist or not.
+    enforce(mayRevoke(request.caller!.key, id));
     if (!(await store.revokeApiKey(request.caller!.accountId, id))) throw errors.apiKeyNotFound(id);
     return { id, object: 'api_key', deleted: true };
   });
+}
+
+function enforce(permission: Permission): void {
+  if (!permission.allowed) throw errors.permissionDenied(permission.reason, permission.param);
 }
