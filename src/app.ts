@@ -58,12 +58,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const leaseMs = deps.leaseMs ?? 30_000;
   const completions = new CompletionService({
     store, catalog, router, breaker, clock, metrics, leaseMs, firstByteTimeoutMs: config.routing.first_byte_timeout_ms,
-    hedgeAfterMs: config.routing.hedge_after_ms,
+    hedgeAfterMs: config.routing.hedge_after_ms, streamIdleTimeoutMs: config.routing.stream_idle_timeout_ms,
+    maxRequestMs: config.routing.max_request_ms,
   });
 
   const app = Fastify({
     logger: loggerOptions(deps.logger),
     bodyLimit: BODY_LIMIT_BYTES,
+    ...socketLimits(config.server),
     requestIdHeader: false,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -76,6 +78,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       sendError(reply, error.code === 'FST_ERR_BAD_URL' ? errors.notFound('The path is not valid URL encoding.') : toGatewayError(error));
     },
   });
+
+  app.server.maxConnections = config.server.max_connections;
 
   app.decorateRequest('caller', null);
   app.decorateRequest('arrivedAt', 0);
@@ -109,6 +113,26 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await providers.close();
   });
   return app;
+}
+
+/**
+ * Slow and idle clients (slowloris): the request (headers, then body) must arrive in time, an idle
+ * kept-alive socket closes. These bound receiving only; an answer (a long stream) takes what it takes.
+ * Node checks the request timeouts every `connectionsCheckingInterval`, so it runs often enough to
+ * cut a client near its deadline.
+ */
+function socketLimits(server: GatewayConfig['server']) {
+  const checkEveryMs = Math.max(10, Math.min(1_000, Math.floor(server.headers_timeout_ms / 4)));
+  return {
+    requestTimeout: server.request_timeout_ms,
+    keepAliveTimeout: server.keep_alive_timeout_ms,
+    connectionTimeout: server.connection_timeout_ms,
+    http: {
+      requestTimeout: server.request_timeout_ms,
+      headersTimeout: server.headers_timeout_ms,
+      connectionsCheckingInterval: checkEveryMs,
+    },
+  };
 }
 
 function loggerOptions(logger: AppDeps['logger']): false | (LoggerOptions & { stream?: DestinationStream }) {

@@ -43,8 +43,12 @@ const routingSchema = z
     breaker: z
       .object({ failures: z.number().int().positive().default(5), cooldown_ms: z.number().int().positive().default(30_000) })
       .default({ failures: 5, cooldown_ms: 30_000 }),
+    /** After the first content, no content or usage event for this long: the route failed (pings and comments are not progress). */
+    stream_idle_timeout_ms: z.number().int().positive().default(60_000),
+    /** A whole request, from its arrival to its last byte. */
+    max_request_ms: z.number().int().positive().default(600_000),
   })
-  .default({ first_byte_timeout_ms: 15_000, breaker: { failures: 5, cooldown_ms: 30_000 } });
+  .default({ first_byte_timeout_ms: 15_000, breaker: { failures: 5, cooldown_ms: 30_000 }, stream_idle_timeout_ms: 60_000, max_request_ms: 600_000 });
 
 const limitsSchema = z
   .object({
@@ -53,12 +57,40 @@ const limitsSchema = z
   })
   .default({ max_in_flight: 2048 });
 
+/** Node's timers hold at most this; a larger socket timeout would silently become 1 ms. */
+const MAX_TIMER_MS = 2_147_483_647;
+const serverMs = (fallback: number) => z.number().int().positive().max(MAX_TIMER_MS).default(fallback);
+
+/** The listening socket's limits against slow and idle clients (slowloris). */
+const serverSchema = z
+  .object({
+    /** Receiving a whole request, headers and body; answering it may take longer. */
+    request_timeout_ms: serverMs(30_000),
+    /**
+     * Receiving the request line and headers, from the connection's opening (on a kept-alive one, the
+     * request's first byte). Default 10 s, or request_timeout_ms when that is shorter.
+     */
+    headers_timeout_ms: z.number().int().positive().max(MAX_TIMER_MS).optional(),
+    /** An idle connection between requests is closed after this. */
+    keep_alive_timeout_ms: serverMs(5_000),
+    /** A socket with no traffic either way for this long is closed; 0 = never (answers may be long silences). */
+    connection_timeout_ms: z.number().int().nonnegative().max(MAX_TIMER_MS).default(0),
+    /** Open connections beyond this are closed as they arrive. */
+    max_connections: z.number().int().positive().default(10_000),
+  })
+  .refine((s) => s.headers_timeout_ms === undefined || s.headers_timeout_ms <= s.request_timeout_ms, {
+    path: ['headers_timeout_ms'], message: 'must not be more than request_timeout_ms',
+  })
+  .transform(({ headers_timeout_ms, ...s }) => ({ ...s, headers_timeout_ms: headers_timeout_ms ?? Math.min(10_000, s.request_timeout_ms) }))
+  .default({ request_timeout_ms: 30_000, headers_timeout_ms: 10_000, keep_alive_timeout_ms: 5_000, connection_timeout_ms: 0, max_connections: 10_000 });
+
 export const configSchema = z
   .object({
     providers: z.array(providerSchema).min(1),
     models: z.array(modelSchema).min(1),
     routing: routingSchema,
     limits: limitsSchema,
+    server: serverSchema,
   })
   .superRefine(checkReferences);
 

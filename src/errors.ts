@@ -10,6 +10,7 @@ export type ErrorType =
   | 'authentication_error'
   | 'invalid_request_error'
   | 'rate_limit_error'
+  | 'permission_error'
   | 'insufficient_credits'
   | 'upstream_error'
   | 'overloaded_error'
@@ -45,8 +46,13 @@ export class GatewayError extends Error {
     this.retryable = init.retryable ?? false;
   }
 
-  toBody(): { error: { message: string; type: string; code: string; param: string | null } } {
-    return { error: { message: this.message, type: this.type, code: this.code, param: this.param } };
+  /**
+   * The OpenAI error body. A failure of the gateway's own (5xx) names the
+   * request id, which finds its details in the log.
+   */
+  toBody(requestId?: string): { error: { message: string; type: string; code: string; param: string | null } } {
+    const message = requestId !== undefined && this.status >= 500 ? `${this.message} (request id: ${requestId})` : this.message;
+    return { error: { message, type: this.type, code: this.code, param: this.param } };
   }
 }
 
@@ -73,6 +79,8 @@ export const errors = {
       status: 429, type: 'rate_limit_error', code: 'daily_credit_limit_exceeded', message,
       headers: { ...noRetry, 'retry-after': String(retryAfterSeconds) },
     }),
+  permissionDenied: (message: string, param: string | null = null) =>
+    new GatewayError({ status: 403, type: 'permission_error', code: 'permission_denied', message, param }),
   idempotencyConflict: (message: string) =>
     new GatewayError({ status: 409, type: 'invalid_request_error', code: 'idempotency_conflict', message }),
   insufficientCredits: (message: string) =>

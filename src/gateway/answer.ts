@@ -9,9 +9,13 @@ import type { FinishReason, TokenUsage, ToolCall, UpstreamEvent } from '../provi
 
 /** More calls than this in one answer are dropped: an upstream cannot make the gateway hoard. */
 const MAX_TOOL_CALLS = 128;
+/** The most characters of text and tool-call arguments one answer may gather; past it the route failed (malformed). */
+export const MAX_ANSWER_CHARS = 8 * 1024 * 1024;
 
 export class Answer {
   content = '';
+  /** Characters gathered: text, tool names and arguments. */
+  chars = 0;
   finishReason: FinishReason | null = null;
   usage: TokenUsage | null = null;
   private readonly calls: ToolCall[] = [];
@@ -22,6 +26,7 @@ export class Answer {
     switch (event.type) {
       case 'delta':
         this.content += event.content;
+        this.chars += event.content.length;
         return event;
       case 'tool_call':
         return this.addToolCall(event);
@@ -49,6 +54,7 @@ export class Answer {
   }
 
   private addToolCall(event: Extract<UpstreamEvent, { type: 'tool_call' }>): UpstreamEvent | null {
+    this.chars += (event.name?.length ?? 0) + event.arguments.length;
     const index = this.ours.get(event.index);
     if (index === undefined) {
       if (this.calls.length >= MAX_TOOL_CALLS) return null;

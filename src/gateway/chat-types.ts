@@ -58,3 +58,6 @@ export interface ChatCompletion {
   usage: ChatUsage;
   svc: Svc;
 }
+
+/** A completion as kept under an Idempotency-Key; a stream that failed midway keeps the error that ended it. */
+export type StoredCompletion = ChatCompletion & { error?: { message: string; type: string; code: string; param: string | null } };

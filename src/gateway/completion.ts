@@ -4,6 +4,7 @@
  * A rejected request never touches the ledger; a request that delivered
  * nothing is released at no charge.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../clock.js';
 import { errors, GatewayError } from '../errors.js';
 import { newId } from '../ids.js';
@@ -12,15 +13,17 @@ import { creditsFor, planReservation } from '../metering/pricing.js';
 import type { Metrics } from '../metrics.js';
 import type { TokenUsage, ToolCall, UpstreamEvent, UpstreamRequest } from '../providers/types.js';
 import { UpstreamError } from '../providers/types.js';
-import type { Store } from '../store/types.js';
+import type { Delivered, SettleRequest, SettleResult, Store, StoredResponse } from '../store/types.js';
 import type { Breaker } from './breaker.js';
 import type { Catalog, CatalogEntry } from './catalog.js';
 import { openStreamWithFailover, type OpenedStream } from './failover.js';
 import { Lease } from './lease.js';
 import type { Candidate, RoutePlan, Router } from './router.js';
 import { secondsToUtcMidnight } from '../clock.js';
-import type { ChatCompletion, ChatRequest, Svc, WireToolCall } from './chat-types.js';
+import type { ChatCompletion, ChatRequest, StoredCompletion, Svc, WireToolCall } from './chat-types.js';
 import { Answer } from './answer.js';
+import { readAnswer } from './read-answer.js';
+import { RequestWatch } from './request-watch.js';
 
 export interface CompletionDeps {
   store: Store;
@@ -31,6 +34,8 @@ export interface CompletionDeps {
   metrics: Metrics;
   firstByteTimeoutMs: number;
   hedgeAfterMs?: number;
+  streamIdleTimeoutMs: number;
+  maxRequestMs: number;
   leaseMs: number;
 }
 
@@ -54,6 +59,8 @@ export interface Admission extends CheckedRequest {
   reservationId: string;
   maxOutput: number;
   lease: Lease;
+  /** Whether an Idempotency-Key claim rides on this reservation: its settlement stores the response. */
+  idempotent: boolean;
 }
 
 export type StreamOutput =
@@ -69,6 +76,10 @@ const PROMPT_SLACK = 64;
 
 /** How long a stream waits in silence before it sends `: ping`. */
 const PING_INTERVAL_MS = 1000;
+
+/** A settlement the database refused is tried this many times (each already waits out a busy lock), this far apart. */
+const SETTLE_ATTEMPTS = 3;
+const SETTLE_RETRY_MS = 250;
 
 export class CompletionService {
   constructor(private readonly deps: CompletionDeps) {}
@@ -90,12 +101,15 @@ export class CompletionService {
   }
 
   /** Daily cap, then credits, decided by the database in one transaction. */
-  async reserve(caller: Caller, checked: CheckedRequest): Promise<Admission> {
+  async reserve(caller: Caller, checked: CheckedRequest, idempotencyKey: string | null = null): Promise<Admission> {
     const { store, clock, leaseMs } = this.deps;
     const reservationId = newId('res');
     const contextWindow = this.servingWindow(checked);
     const outcome = await store.reserve(
-      { reservationId, accountId: caller.accountId, keyId: caller.keyId, model: checked.entry.id, leaseMs },
+      {
+        reservationId, accountId: caller.accountId, keyId: caller.keyId, model: checked.entry.id, leaseMs,
+        ...(idempotencyKey !== null && { idempotencyKey }),
+      },
       planReservation({ promptTokens: checked.promptTokens, maxTokens: checked.request.maxTokens, contextWindow, pricing: checked.entry.pricing }),
     );
     if (!outcome.ok) {
@@ -110,6 +124,7 @@ export class CompletionService {
       reservationId,
       maxOutput: outcome.maxOutput,
       lease: Lease.start(store, reservationId, leaseMs),
+      idempotent: idempotencyKey !== null,
     };
   }
 
@@ -120,20 +135,26 @@ export class CompletionService {
    * client before the end, so any failure costs nothing.
    */
   async complete(admission: Admission, signal: AbortSignal, arrivedAt: number): Promise<ChatCompletion> {
+    const watch = this.watch(signal, arrivedAt);
     try {
       const { candidate, result: upstream } = await openStreamWithFailover(
-        admission.plan.candidates, this.upstreamRequest(admission), this.failoverOptions(signal));
-      const answer = await gather(upstream).catch((err: unknown) => {
-        throw err instanceof UpstreamError && err.failure !== 'aborted'
-          ? errors.upstreamUnavailable(`The upstream failed mid-answer: ${err.message}.`, err)
-          : err;
-      });
+        admission.plan.candidates, this.upstreamRequest(admission), this.failoverOptions(watch.signal),
+      ).catch((err: unknown) => { throw watch.explainOpening(err); });
+      const answer = new Answer();
+      try {
+        for await (const _ of readAnswer(upstream, answer, watch, admission.maxOutput));
+      } catch (err) {
+        throw err instanceof UpstreamError ? watch.explainMidAnswer(err) : err;
+      }
       const tokens = this.meteredUsage(admission, answer.usage, answer.outputText);
-      const svc = await this.settle(admission, candidate, tokens, arrivedAt);
+      const svc = await this.settle(admission, candidate, tokens, arrivedAt,
+        (settledSvc) => ({ status: 200, body: this.completion(admission, answer, tokens, settledSvc) }));
       return this.completion(admission, answer, tokens, svc);
     } catch (err) {
       await this.releaseQuietly(admission);
       throw err;
+    } finally {
+      watch.dispose();
     }
   }
 
@@ -143,7 +164,17 @@ export class CompletionService {
    * reads it, but an Idempotency-Key keeps it).
    */
   async *stream(admission: Admission, signal: AbortSignal, arrivedAt: number): AsyncGenerator<StreamOutput> {
-    const opening = openStreamWithFailover(admission.plan.candidates, this.upstreamRequest(admission), this.failoverOptions(signal));
+    const watch = this.watch(signal, arrivedAt);
+    try {
+      yield* this.streamWatched(admission, watch, arrivedAt);
+    } finally {
+      watch.dispose();
+    }
+  }
+
+  private async *streamWatched(admission: Admission, watch: RequestWatch, arrivedAt: number): AsyncGenerator<StreamOutput> {
+    const opening = openStreamWithFailover(admission.plan.candidates, this.upstreamRequest(admission), this.failoverOptions(watch.signal))
+      .catch((err: unknown) => { throw watch.explainOpening(err); });
     let opened: Awaited<typeof opening> | null = null;
     try {
       while (!(opened = await raceTimer(opening, PING_INTERVAL_MS))) yield { type: 'ping' };
@@ -156,30 +187,29 @@ export class CompletionService {
     }
     const { candidate, result: upstream } = opened;
     const answer = new Answer();
+    // From the first content on, each lease renewal records what was delivered, for a sweeper should this process fail to settle.
+    admission.lease.track(() => (answer.delivered ? this.delivered(admission, candidate, answer) : null));
     let failure: GatewayError | null = null;
     let settled: { tokens: TokenUsage; svc: Svc } | undefined;
     try {
-      for (const pending = upstream.first.values(); ; ) {
-        const step = await nextEvent(pending, upstream.rest);
-        if (step.done) break;
-        const out = answer.add(step.value);
-        if (out?.type === 'delta' && out.content) yield out;
-        else if (out?.type === 'tool_call') yield out;
+      for await (const out of readAnswer(upstream, answer, watch, admission.maxOutput)) {
+        if (out.type === 'delta' && out.content) yield out;
+        else if (out.type === 'tool_call') yield out;
       }
     } catch (err) {
       if (!(err instanceof UpstreamError)) throw err;
-      failure = err.failure === 'aborted'
-        ? errors.upstreamUnavailable('The client closed the stream.', err)
-        : errors.upstreamUnavailable(`The upstream failed mid-stream: ${err.message}.`, err);
+      failure = watch.explainMidAnswer(err);
     } finally {
-      upstream.cancel();
       // Every exit passes here, the client leaving too: charge what was delivered,
       // by the upstream's count only when it finished and reported one; nothing delivered costs nothing.
       if (!answer.delivered) {
         await this.releaseQuietly(admission);
       } else {
         const tokens = this.meteredUsage(admission, answer.finishReason !== null && !failure ? answer.usage : null, answer.outputText);
-        settled = { tokens, svc: await this.settle(admission, candidate, tokens, arrivedAt) };
+        const svc = await this.settle(admission, candidate, tokens, arrivedAt, (settledSvc) => ({
+          status: 200, body: this.stored(this.completion(admission, answer, tokens, settledSvc), failure),
+        }));
+        settled = { tokens, svc };
       }
     }
     if (!settled) throw failure ?? errors.upstreamUnavailable('The upstream ended the stream without content.');
@@ -187,14 +217,46 @@ export class CompletionService {
     yield failure ? { type: 'error', error: failure, completion } : { type: 'end', completion };
   }
 
-  private async settle(admission: Admission, candidate: Candidate, tokens: TokenUsage, arrivedAt: number): Promise<Svc> {
-    admission.lease.stop();
-    const credits = creditsFor(tokens.promptTokens, tokens.completionTokens, admission.entry.pricing);
-    const result = await this.deps.store.settle({
-      reservationId: admission.reservationId, credits, promptTokens: tokens.promptTokens,
-      completionTokens: tokens.completionTokens, routedModel: candidate.model,
+  /**
+   * Charges the request. The lease keeps the hold alive while the database is
+   * asked again; if it still refuses, the lease's last record of what was
+   * delivered stays for a sweeper to settle (a stream's delivered content is
+   * never released unpaid). With an Idempotency-Key, `respond` builds the stored
+   * response inside the settling transaction.
+   */
+  private async settle(
+    admission: Admission, candidate: Candidate, tokens: TokenUsage, arrivedAt: number, respond: (svc: Svc) => StoredResponse,
+  ): Promise<Svc> {
+    let svc: Svc | null = null;
+    const svcOf = (result: SettleResult): Svc => (svc = this.svc(admission, candidate, result, arrivedAt));
+    const result = await this.settleDurably(admission, {
+      reservationId: admission.reservationId,
+      credits: creditsFor(tokens.promptTokens, tokens.completionTokens, admission.entry.pricing),
+      promptTokens: tokens.promptTokens, completionTokens: tokens.completionTokens, routedModel: candidate.model,
+      ...(admission.idempotent && { respond: (settled: SettleResult) => respond(svcOf(settled)) }),
     });
     this.deps.metrics.creditsCharged.inc({ model: admission.entry.id }, result.charged);
+    return svc ?? svcOf(result);
+  }
+
+  private async settleDurably(admission: Admission, request: SettleRequest): Promise<SettleResult> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const result = await this.deps.store.settle(request);
+        admission.lease.stop();
+        return result;
+      } catch (err) {
+        if (attempt >= SETTLE_ATTEMPTS) {
+          await admission.lease.renew().catch(() => false);
+          admission.lease.stop();
+          throw err;
+        }
+        await sleep(SETTLE_RETRY_MS * attempt);
+      }
+    }
+  }
+
+  private svc(admission: Admission, candidate: Candidate, result: SettleResult, arrivedAt: number): Svc {
     return {
       requested_model: admission.entry.id,
       routed_model: candidate.model,
@@ -204,6 +266,20 @@ export class CompletionService {
       provider: candidate.provider.id,
       ...(admission.plan.auto ? { auto: admission.plan.auto } : {}),
     };
+  }
+
+  /** What a stream has delivered so far, as a sweeper would charge it. */
+  private delivered(admission: Admission, candidate: Candidate, answer: Answer): Delivered {
+    const tokens = this.meteredUsage(admission, null, answer.outputText);
+    return {
+      credits: creditsFor(tokens.promptTokens, tokens.completionTokens, admission.entry.pricing),
+      promptTokens: tokens.promptTokens, completionTokens: tokens.completionTokens, routedModel: candidate.model,
+    };
+  }
+
+  /** A completion as kept under an Idempotency-Key: a stream that failed midway keeps the error that ended it. */
+  private stored(completion: ChatCompletion, failure: GatewayError | null): StoredCompletion {
+    return failure ? { ...completion, error: failure.toBody().error } : completion;
   }
 
   private async releaseQuietly(admission: Admission): Promise<void> {
@@ -238,6 +314,13 @@ export class CompletionService {
       stop: r.stop, seed: r.seed, presencePenalty: r.presencePenalty, frequencyPenalty: r.frequencyPenalty,
       user: r.user, responseFormat: r.responseFormat, tools: r.tools, toolChoice: r.toolChoice, parallelToolCalls: r.parallelToolCalls,
     };
+  }
+
+  private watch(signal: AbortSignal, arrivedAt: number): RequestWatch {
+    const { maxRequestMs, streamIdleTimeoutMs, clock } = this.deps;
+    return new RequestWatch(signal, {
+      remainingMs: arrivedAt + maxRequestMs - clock.now().getTime(), maxRequestMs, idleMs: streamIdleTimeoutMs,
+    });
   }
 
   private failoverOptions(signal: AbortSignal) {
@@ -275,30 +358,10 @@ export function toWireToolCall(call: ToolCall): WireToolCall {
   return { id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } };
 }
 
-/** Drains an opened stream into one answer; throws the upstream's failure. */
-async function gather(upstream: OpenedStream): Promise<Answer> {
-  const answer = new Answer();
-  try {
-    for (const pending = upstream.first.values(); ; ) {
-      const step = await nextEvent(pending, upstream.rest);
-      if (step.done) return answer;
-      answer.add(step.value);
-    }
-  } finally {
-    upstream.cancel();
-  }
-}
-
 function contextExceeded(window: number, promptTokens: number, maxTokens: number | null): GatewayError {
   const prompt = promptTokens > window ? `more than ${window}` : String(promptTokens);
   return errors.contextLengthExceeded(`This model's context window is ${window} tokens; the messages take ${prompt}` +
     (maxTokens === null ? ' with no room left for output.' : ` and max_tokens asks for ${maxTokens} more.`));
-}
-
-/** The events the failover loop already pulled, then the rest of the stream. */
-async function nextEvent<T>(pending: Iterator<T>, rest: AsyncIterator<T>): Promise<IteratorResult<T>> {
-  const buffered = pending.next();
-  return buffered.done ? rest.next() : buffered;
 }
 
 async function raceTimer<T>(promise: Promise<T>, ms: number): Promise<T | null> {

@@ -73,20 +73,20 @@ export async function sendStream(reply: FastifyReply, frame: StreamFrame, output
           return out;
         }
         case 'error':
-          await endWithError(res, out.error, { usage: out.completion.usage, svc: out.completion.svc });
+          await endWithError(res, out.error, reply.request.id, { usage: out.completion.usage, svc: out.completion.svc });
           return out;
       }
     }
     return null;
   } catch (err) {
     if (!started) throw err;
-    if (!res.destroyed) await endWithError(res, toGatewayError(err), {});
+    if (!res.destroyed) await endWithError(res, toGatewayError(err), reply.request.id, {});
     return null;
   }
 }
 
-async function endWithError(res: ServerResponse, error: GatewayError, extra: Record<string, unknown>): Promise<void> {
-  await write(res, encodeSseData({ ...error.toBody(), ...extra }) + SSE_DONE);
+async function endWithError(res: ServerResponse, error: GatewayError, requestId: string, extra: Record<string, unknown>): Promise<void> {
+  await write(res, encodeSseData({ ...error.toBody(requestId), ...extra }) + SSE_DONE);
   res.end();
 }
 

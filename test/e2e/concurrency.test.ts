@@ -18,7 +18,8 @@ import { fakeUpstreamConfig, startGateway, TestClock, type TestGateway } from '.
 const SMART = { input_credits_per_1k: 25, output_credits_per_1k: 75 };
 const FAST = { input_credits_per_1k: 4, output_credits_per_1k: 12 };
 const CODE = { input_credits_per_1k: 12, output_credits_per_1k: 40 };
-const REPLY = Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ');
+// 40 words of one token each, so that the fake upstream's count (words) and the gateway's (o200k) agree.
+const REPLY = 'one two three four five six seven eight nine ten red green blue black white cat dog bird fish tree sun moon star rain snow wind fire water stone sand hill lake road town city house door wall roof bed';
 const MESSAGES = [{ role: 'user' as const, content: 'hi' }];
 const MAX_TOKENS = 40;
 
@@ -55,7 +56,8 @@ function assertRefusals(outcomes: Outcome[], status: number, code: string): void
 describe('200 concurrent completions on an account that affords only some', () => {
   let gw: TestGateway;
   before(async () => {
-    gw = await startGateway({ upstreamUrl: upstream.url });
+    // 200 requests at once on a shared 2-core machine: a first byte may take seconds, which is not what this suite tests.
+    gw = await startGateway({ config: fakeUpstreamConfig(upstream.url, {}, { first_byte_timeout_ms: 20_000 }) });
   });
   after(async () => {
     await gw.close();
@@ -271,7 +273,7 @@ describe('a streamed completion the client aborts midway', () => {
         break;
       }
     }
-    assert.equal(received, 'word0'); // the fake stalls after its first word
+    assert.equal(received, 'one'); // the fake stalls after its first word
     const expected = creditsFor(countPromptTokens(messages), countTextTokens(received), SMART);
     const full = creditsFor(countPromptTokens(messages), MAX_TOKENS, SMART);
     assert.ok(expected < full);

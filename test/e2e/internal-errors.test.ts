@@ -28,7 +28,8 @@ describe('500 internal_error', () => {
       await gw.store.close(); // the database goes away under the running app
       const res = await call(gw, 'GET', '/v1/credits', { key });
       const error = assertError(res, 500, 'server_error', 'internal_error');
-      assert.equal(error.message, 'The gateway hit an internal error.');
+      // The message names the request id, which finds the details in the log.
+      assert.equal(error.message, `The gateway hit an internal error. (request id: ${res.headers.get('x-request-id')})`);
       assert.doesNotMatch(res.text, /at .*\.(ts|js):\d+/, 'no stack trace');
       assert.equal((await call(gw, 'GET', '/readyz')).status, 503);
       assert.equal((await call(gw, 'GET', '/healthz')).status, 200);

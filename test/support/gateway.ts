@@ -13,7 +13,7 @@ import type { Clock } from '../../src/clock.js';
 import { parseConfig } from '../../src/config.js';
 import { issueApiKey } from '../../src/keys/issue.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
-import type { Environment } from '../../src/store/types.js';
+import type { Environment, Store } from '../../src/store/types.js';
 import { after, before } from 'node:test';
 import { startFakeUpstream, type FakeUpstream } from './fake-upstream.js';
 
@@ -70,6 +70,8 @@ export interface GatewayOptions {
   adminToken?: string;
   leaseMs?: number;
   sweepEveryMs?: number;
+  /** Puts a layer between the app and its real store (fault injection: a database that refuses some calls). */
+  wrapStore?: (store: Store) => Store;
 }
 
 /** The spec's four aliases, each routed to the fake upstream's model of the same name as the alias. */
@@ -110,7 +112,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<TestGa
     : undefined);
   const config = parseConfig(source ?? (await import('../../src/config.js')).DEFAULT_CONFIG_SOURCE);
   const app = await buildApp({
-    config, store, clock, adminToken: options.adminToken ?? null,
+    config, store: options.wrapStore ? options.wrapStore(store) : store, clock, adminToken: options.adminToken ?? null,
     env: { FAKE_UPSTREAM_KEY: 'sk-fake-upstream' },
     logger: { level: 'debug', stream },
     leaseMs: options.leaseMs, sweepEveryMs: options.sweepEveryMs,

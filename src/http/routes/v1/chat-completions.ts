@@ -4,12 +4,12 @@
  * decides daily cap and credits in one reservation.
  */
 import { createHash } from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errors, GatewayError } from '../../../errors.js';
-import type { ChatCompletion, ChatRequest } from '../../../gateway/chat-types.js';
+import type { ChatRequest, StoredCompletion } from '../../../gateway/chat-types.js';
 import type { CompletionService, StreamOutput } from '../../../gateway/completion.js';
 import type { ChatMessage } from '../../../providers/types.js';
-import type { Store } from '../../../store/types.js';
+import type { IdempotencyClaim, Store } from '../../../store/types.js';
 import { allowOnly, parseBody } from '../../errors.js';
 import type { ChatCompletionBody } from '../../schemas/chat-completion.js';
 import { chatCompletionBody } from '../../schemas/chat-completion.js';
@@ -25,54 +25,72 @@ export function chatCompletionRoutes(app: FastifyInstance, deps: ChatRouteDeps):
   let inFlight = 0;
   allowOnly(app, '/chat/completions', ['POST']);
   app.post('/chat/completions', async (request, reply) => {
+    const controller = watchClient(reply);
     const caller = request.caller!;
     const body = parseBody(chatCompletionBody, request.body);
     const chat = toChatRequest(body);
     const checked = deps.completions.check(chat);
-    if (inFlight >= deps.maxInFlight) throw errors.overloaded(1);
-
     const idempotencyKey = idempotencyKeyOf(request);
-    if (idempotencyKey !== null) {
-      const claim = await deps.store.claimIdempotencyKey(caller.accountId, idempotencyKey, fingerprint(request.body));
-      if (claim.state === 'mismatch') throw errors.idempotencyConflict('This Idempotency-Key was used with a different request body.');
-      if (claim.state === 'running') throw errors.idempotencyConflict('The first request with this Idempotency-Key is still running.');
-      if (claim.state === 'done') {
-        const stored = claim.response.body as StoredCompletion;
-        reply.header('idempotent-replayed', 'true');
-        if (!chat.stream) return stored;
-        await sendStream(reply, frameOf(stored.id, stored.created, chat), replay(stored));
-        return reply;
-      }
-    }
-
+    if (inFlight >= deps.maxInFlight) throw errors.overloaded(1);
+    // The slot is taken before the first await, so that no burst can pass the limit between check and count.
     inFlight += 1;
-    const controller = new AbortController();
-    reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) controller.abort();
-    });
-    // What was charged, kept under the Idempotency-Key: the completion, and for a stream
-    // that failed midway, the error that ended it.
-    let settled: StoredCompletion | null = null;
     try {
-      const admission = await deps.completions.reserve(caller, checked);
-      if (chat.stream) {
-        const final = await sendStream(reply, frameOf(admission.id, admission.created, chat), deps.completions.stream(admission, controller.signal, request.arrivedAt));
-        if (final) settled = final.type === 'error' ? { ...final.completion, error: final.error.toBody().error } : final.completion;
-      } else {
-        settled = await deps.completions.complete(admission, controller.signal, request.arrivedAt);
+      if (idempotencyKey !== null) {
+        const claim = await deps.store.claimIdempotencyKey(caller.accountId, idempotencyKey, fingerprint(request.body));
+        if (claim.state !== 'claimed') return await answerClaim(claim, chat, reply);
       }
+      let admission;
+      try {
+        if (controller.signal.aborted) throw errors.upstreamUnavailable('The client closed the connection.');
+        admission = await deps.completions.reserve(caller, checked, idempotencyKey);
+      } catch (err) {
+        // Refused before it reached the ledger: the key is free for a retry.
+        if (idempotencyKey !== null) await deps.store.abandonIdempotencyKey(caller.accountId, idempotencyKey);
+        throw err;
+      }
+      if (!chat.stream) return await deps.completions.complete(admission, controller.signal, request.arrivedAt);
+      const final = await sendStream(reply, frameOf(admission.id, admission.created, chat),
+        deps.completions.stream(admission, controller.signal, request.arrivedAt));
+      if (final?.type === 'error') request.log.warn({ err: final.error.cause, code: final.error.code }, `stream ended early: ${final.error.message}`);
+      return reply;
     } finally {
       inFlight -= 1;
-      if (idempotencyKey !== null) {
-        if (settled) await deps.store.completeIdempotencyKey(caller.accountId, idempotencyKey, { status: 200, body: settled });
-        else await deps.store.abandonIdempotencyKey(caller.accountId, idempotencyKey);
-      }
     }
-    return chat.stream ? reply : settled;
   });
 }
 
-type StoredCompletion = ChatCompletion & { error?: ReturnType<GatewayError['toBody']>['error'] };
+/**
+ * Aborts when the client goes away before its answer is complete. Watched from
+ * the handler's first line, and a connection already gone (while authentication
+ * waited on the database) counts too: a client that left is never served or charged.
+ */
+function watchClient(reply: FastifyReply): AbortController {
+  const controller = new AbortController();
+  const res = reply.raw;
+  const gone = () => {
+    if (!res.writableFinished) controller.abort();
+  };
+  if (res.destroyed || res.socket === null || res.socket.destroyed) gone();
+  else res.on('close', gone);
+  return controller;
+}
+
+/** The answer to a request whose Idempotency-Key was already used: a 409, or the first response again. */
+async function answerClaim(claim: Exclude<IdempotencyClaim, { state: 'claimed' }>, chat: ChatRequest, reply: FastifyReply): Promise<unknown> {
+  switch (claim.state) {
+    case 'mismatch': throw errors.idempotencyConflict('This Idempotency-Key was used with a different request body.');
+    case 'running': throw errors.idempotencyConflict('The first request with this Idempotency-Key is still running.');
+    case 'interrupted':
+      throw errors.idempotencyConflict('The first request with this Idempotency-Key was charged for what it delivered before it was interrupted; it is not run again.');
+    case 'done': {
+      const stored = claim.response.body as StoredCompletion;
+      reply.header('idempotent-replayed', 'true');
+      if (!chat.stream) return stored;
+      await sendStream(reply, frameOf(stored.id, stored.created, chat), replay(stored));
+      return reply;
+    }
+  }
+}
 
 /** A stored completion, told again as the stream it was, its error included. */
 async function* replay(stored: StoredCompletion): AsyncGenerator<StreamOutput> {
