@@ -10,6 +10,7 @@ import type { z } from 'zod';
 import { errors, GatewayError } from '../errors.js';
 import { newId } from '../ids.js';
 import { scrubSecrets } from '../keys/secret.js';
+import { findDeepNesting, MAX_BODY_DEPTH } from './json-bounds.js';
 
 export const BODY_LIMIT_BYTES = 8 * 1024 * 1024;
 
@@ -31,7 +32,7 @@ export function toGatewayError(err: unknown): GatewayError {
 }
 
 export function sendError(reply: FastifyReply, error: GatewayError): FastifyReply {
-  return reply.status(error.status).headers(error.headers).send(error.toBody());
+  return reply.status(error.status).headers(error.headers).send(error.toBody(reply.request.id));
 }
 
 export function installErrorHandling(app: FastifyInstance): void {
@@ -56,12 +57,30 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT_BYTES }, (_request, body, done) => {
     const text = String(body);
     if (text.trim() === '') return done(null, undefined);
+    const tooDeep = nestingError(text);
+    if (tooDeep) return done(tooDeep, undefined);
     try {
       done(null, JSON.parse(text));
     } catch {
       done(errors.invalidJson('The request body is not valid JSON.'), undefined);
     }
   });
+}
+
+/**
+ * Any body nested deeper than MAX_BODY_DEPTH is refused before it is parsed, so that
+ * nothing downstream (JSON.stringify of the body or of its tools) can overflow the
+ * stack. Under an object's field: invalid_value naming the field; else not an object.
+ */
+function nestingError(text: string): GatewayError | null {
+  const deep = findDeepNesting(text, MAX_BODY_DEPTH);
+  if (!deep) return null;
+  if (deep.key === null) return errors.invalidJson();
+  const limit = `nested more than ${MAX_BODY_DEPTH} levels deep (the most any part of a request body may nest).`;
+  // A field name is echoed only when it is short enough to be one.
+  if (deep.key.length > 128) return errors.invalidValue(null, `The request body is ${limit}`);
+  const param = scrubSecrets(deep.key);
+  return errors.invalidValue(param, `${param}: ${limit}`);
 }
 
 /** The raw answer to a request that could not be parsed as HTTP, in the one error body. */

@@ -1,8 +1,37 @@
 /**
  * The body of POST /v1/chat/completions: the spec's fields plus the common
  * convention's, tool calling included. Unknown fields are dropped (never forwarded).
+ * The free-form JSON that is forwarded (a tool's parameters, a json_schema, a
+ * tool_choice object) is bounded in depth and size.
  */
 import { z } from 'zod';
+import { exceededBound, type JsonBounds } from '../json-bounds.js';
+
+/** Each free-form value: deeper than JSON-schema validators go, far deeper than OpenAI's structured outputs allow. */
+export const FREE_FORM_BOUNDS: JsonBounds = { maxDepth: 32, maxValues: 10_000 };
+
+/**
+ * Checks each field of a loose object that its schema does not name (forwarded as
+ * sent) against FREE_FORM_BOUNDS; a field past them is an issue at its own path.
+ */
+function boundUnnamedFields(named: readonly string[]) {
+  return (value: Record<string, unknown>, ctx: z.RefinementCtx<Record<string, unknown>>): void => {
+    for (const [field, inner] of Object.entries(value)) {
+      if (named.includes(field)) continue;
+      const exceeded = exceededBound(inner, FREE_FORM_BOUNDS);
+      if (exceeded === 'depth') {
+        ctx.addIssue({ code: 'custom', path: [field], message: `nested more than ${FREE_FORM_BOUNDS.maxDepth} levels deep (the most allowed here)` });
+      } else if (exceeded === 'values') {
+        ctx.addIssue({ code: 'custom', path: [field], message: `holds more than ${FREE_FORM_BOUNDS.maxValues} values (the most allowed here)` });
+      }
+    }
+  };
+}
+
+/** A loose object (its other fields forwarded as sent) whose other fields are bounded. */
+function boundedLooseObject<T extends z.core.$ZodLooseShape>(shape: T) {
+  return z.looseObject(shape).superRefine(boundUnnamedFields(Object.keys(shape)));
+}
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
 
@@ -43,9 +72,9 @@ export const chatCompletionBody = z.object({
   frequency_penalty: optional(z.number().min(-2).max(2)),
   seed: optional(z.number().int()),
   user: optional(z.string()),
-  response_format: optional(z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) })),
-  tools: optional(z.array(z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string() }) }))),
-  tool_choice: optional(z.union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string() })])),
+  response_format: optional(boundedLooseObject({ type: z.enum(['text', 'json_object', 'json_schema']) })),
+  tools: optional(z.array(boundedLooseObject({ type: z.literal('function'), function: boundedLooseObject({ name: z.string() }) }))),
+  tool_choice: optional(z.union([z.enum(['none', 'auto', 'required']), boundedLooseObject({ type: z.string() })])),
   parallel_tool_calls: optional(z.boolean()),
 });
 
