@@ -2,8 +2,12 @@
  * The adapter for every OpenAI-compatible upstream (OpenAI, vLLM, Together,
  * Groq, a local llama.cpp…): one configuration each, one keep-alive pool each.
  */
-import { Pool, request as sendRequest, type Dispatcher } from 'undici';
-import { decodeSse, SseLimitError } from './sse.js';
+import type { Pool } from 'undici';
+import {
+  createPool, discard, isCount, isRecord, joinUrl, keepAliveChunks, parseJson, postJson, readBounded, releaseConnection,
+  snippetOf, toUpstreamError, type PoolOptions, type ResponseBody,
+} from './http.js';
+import { decodeSse } from './sse.js';
 import {
   UpstreamError,
   type AttemptContext,
@@ -17,37 +21,18 @@ import {
   type UpstreamRequest,
 } from './types.js';
 
-export interface OpenAiAdapterOptions {
+export interface OpenAiAdapterOptions extends PoolOptions {
   id: string;
   /** Up to the version, e.g. `https://api.openai.com/v1`. */
   baseUrl: string;
   apiKey?: string;
-  /** Most sockets open to this upstream at once; unlimited when absent. */
-  connections?: number;
-  /** How long to wait for the response headers (undici's default when absent: 300 s). */
-  headersTimeoutMs?: number;
-  /** Longest silence allowed between two pieces of the body (undici's default: 300 s). */
-  bodyTimeoutMs?: number;
 }
 
 export type OpenAiAdapter = ProviderAdapter & { close(): Promise<void> };
 
-type ResponseBody = Dispatcher.ResponseData['body'];
-
-const SNIPPET_CHARS = 300;
-/** The largest JSON answer read from an upstream; past it the answer is malformed. */
-export const MAX_JSON_BODY_BYTES = 8 * 1024 * 1024;
-/** After `[DONE]`, how long the rest of the body is read (and up to how many bytes in all) so that the connection can be reused. */
-const DRAIN_LIMIT_BYTES = 64 * 1024 * 1024;
-const DRAIN_TIMEOUT_MS = 1000;
-
 export function createOpenAiAdapter(options: OpenAiAdapterOptions): OpenAiAdapter {
   const endpoint = chatCompletionsUrl(options.baseUrl);
-  const pool = new Pool(endpoint.origin, {
-    connections: options.connections ?? null,
-    ...(options.headersTimeoutMs !== undefined && { headersTimeout: options.headersTimeoutMs }),
-    ...(options.bodyTimeoutMs !== undefined && { bodyTimeout: options.bodyTimeoutMs }),
-  });
+  const pool = createPool(endpoint.origin, options);
   const upstream: Upstream = { id: options.id, endpoint, pool, apiKey: options.apiKey };
   const { id } = options;
 
@@ -58,7 +43,7 @@ export function createOpenAiAdapter(options: OpenAiAdapterOptions): OpenAiAdapte
       const { body } = await post(upstream, request, ctx, false);
       ctx.onFirstByte();
       try {
-        return parseCompletion(id, await readBounded(id, body, MAX_JSON_BODY_BYTES));
+        return parseCompletion(id, await readBounded(id, body));
       } catch (error) {
         throw toUpstreamError(id, error, ctx.signal);
       } finally {
@@ -71,7 +56,7 @@ export function createOpenAiAdapter(options: OpenAiAdapterOptions): OpenAiAdapte
       let finished = false;
       try {
         // A server that cannot stream may answer the whole completion as JSON: take it as one piece.
-        yield* json ? completionEvents(parseCompletion(id, await readBounded(id, body, MAX_JSON_BODY_BYTES))) : readChunkEvents(id, body);
+        yield* json ? completionEvents(parseCompletion(id, await readBounded(id, body))) : readChunkEvents(id, body);
         finished = true;
       } catch (error) {
         throw toUpstreamError(id, error, ctx.signal);
@@ -95,39 +80,11 @@ interface Upstream {
 }
 
 /** POSTs the request; resolves with the body once a 2xx response's headers are in, and whether it is JSON. */
-async function post(
-  upstream: Upstream, request: UpstreamRequest, ctx: AttemptContext, stream: boolean,
-): Promise<{ body: ResponseBody; json: boolean }> {
-  const { id } = upstream;
-  const body = buildBody(id, request, stream);
-  let response: Dispatcher.ResponseData;
-  try {
-    response = await sendRequest(upstream.endpoint, {
-      dispatcher: upstream.pool,
-      method: 'POST',
-      headers: requestHeaders(upstream.apiKey, stream),
-      body,
-      signal: ctx.signal,
-    });
-  } catch (error) {
-    throw toUpstreamError(id, error, ctx.signal);
-  }
-  if (response.statusCode < 200 || response.statusCode > 299) {
-    const snippet = await readSnippet(response.body);
-    throw new UpstreamError('status', `${id} answered ${response.statusCode}: ${snippet}`, {
-      status: response.statusCode,
-    });
-  }
-  return { body: response.body, json: isJsonResponse(response.headers['content-type']) };
-}
-
-/** The request as JSON text; a request the gateway cannot write is its own failure, not the upstream's. */
-function buildBody(id: string, request: UpstreamRequest, stream: boolean): string {
-  try {
-    return JSON.stringify(toWireBody(request, stream));
-  } catch (error) {
-    throw new UpstreamError('request', `${id}: the request could not be written as JSON`, { cause: error });
-  }
+function post(upstream: Upstream, request: UpstreamRequest, ctx: AttemptContext, stream: boolean): Promise<{ body: ResponseBody; json: boolean }> {
+  return postJson({
+    id: upstream.id, url: upstream.endpoint, pool: upstream.pool, signal: ctx.signal,
+    headers: requestHeaders(upstream.apiKey, stream), body: () => toWireBody(request, stream),
+  });
 }
 
 /** A whole completion as the events a stream of it would have carried. */
@@ -142,18 +99,11 @@ function* completionEvents(completion: UpstreamCompletion): Generator<UpstreamEv
 
 /** `${baseUrl}/chat/completions`, whether or not the base ends with a slash; its query is kept. */
 export function chatCompletionsUrl(baseUrl: string): URL {
-  const url = new URL(baseUrl);
-  let end = url.pathname.length;
-  while (end > 0 && url.pathname.charCodeAt(end - 1) === 0x2f) end--;
-  url.pathname = `${url.pathname.slice(0, end)}/chat/completions`;
-  return url;
+  return joinUrl(baseUrl, '/chat/completions');
 }
 
 function requestHeaders(apiKey: string | undefined, stream: boolean): Record<string, string> {
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    accept: stream ? 'text/event-stream' : 'application/json',
-  };
+  const headers: Record<string, string> = { accept: stream ? 'text/event-stream' : 'application/json' };
   if (apiKey !== undefined) headers.authorization = `Bearer ${apiKey}`;
   return headers;
 }
@@ -224,7 +174,7 @@ async function* readChunkEvents(id: string, body: ResponseBody): AsyncGenerator<
   let done = false;
   let usage: TokenUsage | null = null;
   // Leaving the loop at `[DONE]` must not destroy the body: the caller lets its connection go back to the pool.
-  for await (const event of decodeSse(body.iterator({ destroyOnReturn: false }))) {
+  for await (const event of decodeSse(keepAliveChunks(body))) {
     if (event.data === '[DONE]') {
       done = true;
       break;
@@ -311,94 +261,4 @@ function toUsage(usage: unknown): TokenUsage | null {
   const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = usage;
   if (!isCount(promptTokens) || !isCount(completionTokens)) return null;
   return { promptTokens, completionTokens };
-}
-
-/** Any failure below this adapter, as the one typed error the gateway knows. */
-export function toUpstreamError(id: string, error: unknown, signal: AbortSignal): UpstreamError {
-  if (error instanceof UpstreamError) return error;
-  if (signal.aborted) return new UpstreamError('aborted', `${id}: attempt aborted`, { cause: error });
-  if (error instanceof SseLimitError) return new UpstreamError('malformed', `${id}: ${error.message}`, { cause: error });
-  const code = errorCode(error);
-  const detail = error instanceof Error ? error.message : String(error);
-  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
-    return new UpstreamError('timeout', `${id} timed out: ${detail}`, { cause: error });
-  }
-  return new UpstreamError('connection', `${id} connection failed: ${code ?? detail}`, { cause: error });
-}
-
-function errorCode(error: unknown): string | undefined {
-  return isRecord(error) && typeof error.code === 'string' ? error.code : undefined;
-}
-
-/** The whole body as text, or a 'malformed' failure once it passes `limit` bytes. */
-async function readBounded(id: string, body: ResponseBody, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw new UpstreamError('malformed', `${id} sent a JSON answer over ${limit} bytes`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
-
-/**
- * Lets a finished stream's connection go back to the pool: what little may
- * follow `[DONE]` is read in the background, briefly; an upstream that keeps
- * the body open past that loses the connection instead of holding the request.
- */
-function releaseConnection(body: ResponseBody): void {
-  body.dump({ limit: DRAIN_LIMIT_BYTES, signal: AbortSignal.timeout(DRAIN_TIMEOUT_MS) }).catch(() => discard(body));
-}
-
-/**
- * Drops a body and its connection. Destroying an unfinished body makes undici
- * emit 'error' on it; nobody reads it any more, so that error is expected.
- */
-function discard(body: ResponseBody): void {
-  body.on('error', () => undefined);
-  body.destroy();
-}
-
-/** The start of an error body, for the internal message; the rest is dropped. */
-async function readSnippet(body: ResponseBody): Promise<string> {
-  const decoder = new TextDecoder();
-  let text = '';
-  try {
-    for await (const chunk of body as AsyncIterable<Uint8Array>) {
-      text += decoder.decode(chunk, { stream: true });
-      if (text.length >= SNIPPET_CHARS) break;
-    }
-  } catch {
-    // The status already says what went wrong; a broken error body adds nothing.
-  } finally {
-    body.destroy();
-  }
-  return snippetOf(text);
-}
-
-function snippetOf(text: string): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > SNIPPET_CHARS ? `${flat.slice(0, SNIPPET_CHARS)}…` : flat;
-}
-
-function isJsonResponse(contentType: string | string[] | undefined): boolean {
-  const value = Array.isArray(contentType) ? contentType[0] : contentType;
-  return value !== undefined && value.toLowerCase().startsWith('application/json');
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function isCount(value: unknown): value is number {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
