@@ -20,7 +20,20 @@ const providerSchema = z.object({
   connections: z.number().int().positive().default(128),
 });
 
-const routeSchema = z.object({ provider: z.string().min(1), model: z.string().min(1) });
+/** Request fields (OpenAI's wire names) a route may declare its model refuses. */
+export const REFUSABLE_FIELDS = ['temperature', 'top_p', 'presence_penalty', 'frequency_penalty', 'seed', 'stop'] as const;
+
+const routeSchema = z.object({
+  provider: z.string().min(1),
+  model: z.string().min(1),
+  /** OpenAI-compatible routes only: the server continues a final assistant turn (vLLM's continue_final_message). */
+  continue: z.boolean().optional(),
+  /** How the model takes parameters; absent fields take the built-in defaults for its family. */
+  params: z.object({
+    max_tokens_field: z.enum(['max_tokens', 'max_completion_tokens']).optional(),
+    refuses: z.array(z.enum(REFUSABLE_FIELDS)).optional(),
+  }).optional(),
+});
 
 const modelSchema = z
   .object({

@@ -10,6 +10,8 @@ export interface ChatRequest {
   maxTokens: number | null;
   temperature: number;
   topP: number;
+  /** Which of temperature and top_p the caller set (the others hold the gateway's defaults). */
+  callerSet: { temperature: boolean; topP: boolean };
   stream: boolean;
   includeUsage: boolean;
   stop?: string[];

@@ -16,7 +16,8 @@ import { UpstreamError } from '../providers/types.js';
 import type { Delivered, SettleRequest, SettleResult, Store, StoredResponse } from '../store/types.js';
 import type { Breaker } from './breaker.js';
 import type { Catalog, CatalogEntry } from './catalog.js';
-import { openStreamWithFailover, type OpenedStream } from './failover.js';
+import { openStreamWithFailover, type RouteRequest } from './failover.js';
+import { unhonoured } from './route-params.js';
 import { Lease } from './lease.js';
 import type { Candidate, RoutePlan, Router } from './router.js';
 import { secondsToUtcMidnight } from '../clock.js';
@@ -93,11 +94,11 @@ export class CompletionService {
       + (request.tools ? countTextTokens(JSON.stringify(request.tools), entry.contextWindow) : 0);
     const needed = promptTokens + (request.maxTokens ?? 1);
     if (needed > entry.contextWindow) throw contextExceeded(entry.contextWindow, promptTokens, request.maxTokens);
-    const plan = this.deps.router.plan(entry, request.messages, needed);
+    const routed = this.deps.router.plan(entry, request.messages, needed);
     // svc-auto may find no class whose alias holds the prompt.
-    const window = plan.auto ? this.deps.catalog.get(plan.auto.alias)!.contextWindow : entry.contextWindow;
+    const window = routed.auto ? this.deps.catalog.get(routed.auto.alias)!.contextWindow : entry.contextWindow;
     if (needed > window) throw contextExceeded(window, promptTokens, request.maxTokens);
-    return { request, entry, plan, promptTokens };
+    return { request, entry, plan: honouring(routed, request), promptTokens };
   }
 
   /** Daily cap, then credits, decided by the database in one transaction. */
@@ -307,13 +308,8 @@ export class CompletionService {
     return Math.min(checked.entry.contextWindow, target.contextWindow);
   }
 
-  private upstreamRequest(admission: Admission): Omit<UpstreamRequest, 'model'> {
-    const r = admission.request;
-    return {
-      messages: r.messages, maxTokens: admission.maxOutput, temperature: r.temperature, topP: r.topP,
-      stop: r.stop, seed: r.seed, presencePenalty: r.presencePenalty, frequencyPenalty: r.frequencyPenalty,
-      user: r.user, responseFormat: r.responseFormat, tools: r.tools, toolChoice: r.toolChoice, parallelToolCalls: r.parallelToolCalls,
-    };
+  private upstreamRequest(admission: Admission): RouteRequest {
+    return routeRequest(admission.request, admission.maxOutput);
   }
 
   private watch(signal: AbortSignal, arrivedAt: number): RequestWatch {
@@ -356,6 +352,34 @@ export class CompletionService {
 
 export function toWireToolCall(call: ToolCall): WireToolCall {
   return { id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } };
+}
+
+/**
+ * The plan without the routes that cannot honour the request (a field their
+ * model refuses or their provider cannot carry): skipped, never served without
+ * it. When none can, a 400 names the field.
+ */
+function honouring(plan: RoutePlan, request: ChatRequest): RoutePlan {
+  const probe = routeRequest(request, request.maxTokens ?? 1);
+  let refused: string | null = null;
+  const candidates = plan.candidates.filter((candidate) => {
+    const field = unhonoured(candidate, probe);
+    refused ??= field;
+    return field === null;
+  });
+  if (candidates.length === 0 && refused !== null) {
+    throw errors.invalidValue(refused, `No route of this model can honour "${refused}"; leave it out or choose another model.`);
+  }
+  return { ...plan, candidates };
+}
+
+/** The request as every route gets it, with the output bound the reservation allows. */
+function routeRequest(r: ChatRequest, maxTokens: number): RouteRequest {
+  return {
+    messages: r.messages, maxTokens, temperature: r.temperature, topP: r.topP, callerSet: r.callerSet,
+    stop: r.stop, seed: r.seed, presencePenalty: r.presencePenalty, frequencyPenalty: r.frequencyPenalty,
+    user: r.user, responseFormat: r.responseFormat, tools: r.tools, toolChoice: r.toolChoice, parallelToolCalls: r.parallelToolCalls,
+  };
 }
 
 function contextExceeded(window: number, promptTokens: number, maxTokens: number | null): GatewayError {

@@ -34,11 +34,14 @@ export interface OpenedStream {
 
 type Attempt<T> = (candidate: Candidate, signal: AbortSignal, firstByte: () => void) => Promise<T>;
 
+/** A request for whichever route serves: each candidate adds its model and how that model takes parameters. */
+export type RouteRequest = Omit<UpstreamRequest, 'model' | 'params'>;
+
 export function openStreamWithFailover(
-  candidates: Candidate[], request: Omit<UpstreamRequest, 'model'>, options: FailoverOptions,
+  candidates: Candidate[], request: RouteRequest, options: FailoverOptions,
 ): Promise<Served<OpenedStream>> {
   return runFailover(candidates, options, async (c, signal, firstByte) => {
-    const iterator = c.provider.stream({ ...request, model: c.model }, { signal, onFirstByte: () => {} })[Symbol.asyncIterator]();
+    const iterator = c.provider.stream({ ...request, model: c.model, params: c.params }, { signal, onFirstByte: () => {} })[Symbol.asyncIterator]();
     const first: UpstreamEvent[] = [];
     try {
       // Nothing is sent to the client until content (or the end) arrives.

@@ -7,13 +7,16 @@ import type { CatalogEntry } from './catalog.js';
 import { Catalog } from './catalog.js';
 import type { Breaker } from './breaker.js';
 import { classifyPrompt } from './classifier.js';
-import type { ChatMessage, ProviderAdapter } from '../providers/types.js';
+import type { ChatMessage, ProviderAdapter, RouteParams } from '../providers/types.js';
+import { routeParams } from './route-params.js';
 
 export interface Candidate {
   /** `provider/model`, the breaker's and the logs' name for it. */
   upstream: string;
   provider: ProviderAdapter;
   model: string;
+  /** How this route's model takes parameters. */
+  params: RouteParams;
 }
 
 export interface AutoChoice {
@@ -61,11 +64,10 @@ export class Router {
   }
 
   private candidates(entry: CatalogEntry): Candidate[] {
-    const candidates = (entry.routes ?? []).map((r) => ({
-      upstream: `${r.provider}/${r.model}`,
-      provider: this.providers.get(r.provider)!,
-      model: r.model,
-    }));
+    const candidates = (entry.routes ?? []).map((r) => {
+      const provider = this.providers.get(r.provider)!;
+      return { upstream: `${r.provider}/${r.model}`, provider, model: r.model, params: routeParams(r) };
+    });
     return this.breaker.order(candidates);
   }
 }

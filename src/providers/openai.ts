@@ -39,6 +39,11 @@ export function createOpenAiAdapter(options: OpenAiAdapterOptions): OpenAiAdapte
   return {
     id,
 
+    // An OpenAI-compatible server takes every field the gateway accepts; what its model refuses, its route says.
+    unsupported: () => null,
+
+    continues: (params) => params.continue,
+
     async complete(request, ctx) {
       const { body } = await post(upstream, request, ctx, false);
       ctx.onFirstByte();
@@ -110,14 +115,19 @@ function requestHeaders(apiKey: string | undefined, stream: boolean): Record<str
 
 /** The request in OpenAI's words; optional fields only when set. */
 export function toWireBody(request: UpstreamRequest, stream: boolean): Record<string, unknown> {
-  const body: Record<string, unknown> = {
-    model: request.model,
-    messages: request.messages.map(toWireMessage),
-    max_tokens: request.maxTokens,
-    temperature: request.temperature,
-    top_p: request.topP,
-    stream,
-  };
+  const refuses = new Set(request.params.refuses);
+  const messages = request.messages.map(toWireMessage);
+  const body: Record<string, unknown> = { model: request.model, messages, [request.params.maxTokensField]: request.maxTokens };
+  // The gateway's defaults go only to models that take them; a caller's own value never reaches a route that refuses it.
+  if (!refuses.has('temperature')) body.temperature = request.temperature;
+  if (!refuses.has('top_p')) body.top_p = request.topP;
+  body.stream = stream;
+  if (request.prefix !== undefined) {
+    // Continue the cut answer: it is the final assistant turn, and the server goes on from it (vLLM, SGLang, llama.cpp).
+    messages.push({ role: 'assistant', content: request.prefix });
+    body.continue_final_message = true;
+    body.add_generation_prompt = false;
+  }
   if (stream) body.stream_options = { include_usage: true };
   if (request.stop !== undefined) body.stop = request.stop;
   if (request.seed !== undefined) body.seed = request.seed;
@@ -256,9 +266,16 @@ export function toFinishReason(reason: string): FinishReason {
   }
 }
 
+/** OpenAI's usage; its details (cached prompt tokens, reasoning tokens) are already inside the two counts. */
 function toUsage(usage: unknown): TokenUsage | null {
   if (!isRecord(usage)) return null;
   const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = usage;
   if (!isCount(promptTokens) || !isCount(completionTokens)) return null;
-  return { promptTokens, completionTokens };
+  const cached = isRecord(usage.prompt_tokens_details) ? usage.prompt_tokens_details.cached_tokens : undefined;
+  const reasoning = isRecord(usage.completion_tokens_details) ? usage.completion_tokens_details.reasoning_tokens : undefined;
+  return {
+    promptTokens, completionTokens,
+    ...(isCount(cached) && { cachedTokens: cached }),
+    ...(isCount(reasoning) && { reasoningTokens: reasoning }),
+  };
 }

@@ -30,6 +30,13 @@ const TOKENS_PER_PIECE = 3;
 export function createSimulatorAdapter(id = 'simulator'): ProviderAdapter {
   return {
     id,
+    // It answers in plain text only: a request for tools or JSON output goes to a route that can honour it.
+    unsupported: (request) => {
+      if (request.tools !== undefined) return 'tools';
+      if (request.responseFormat !== undefined && request.responseFormat.type !== 'text') return 'response_format';
+      return null;
+    },
+    continues: () => false,
     async complete(request: UpstreamRequest, ctx: AttemptContext): Promise<UpstreamCompletion> {
       throwIfAborted(ctx.signal, id);
       ctx.onFirstByte();

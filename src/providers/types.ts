@@ -22,13 +22,42 @@ export interface ChatMessage {
 
 export type FinishReason = 'stop' | 'length' | 'content_filter' | 'tool_calls';
 
+/**
+ * How one route's model takes parameters: from the route's config, else the
+ * built-in defaults for its model family (OpenAI's reasoning models want
+ * `max_completion_tokens` and refuse sampling parameters).
+ */
+export interface RouteParams {
+  /** The wire field that carries the output bound. */
+  maxTokensField: 'max_tokens' | 'max_completion_tokens';
+  /**
+   * Request fields (wire names: `temperature`, `top_p`, `presence_penalty`…) the
+   * model refuses: the gateway's own defaults for them are not sent, and a value
+   * the caller set makes the route skipped for that request.
+   */
+  refuses: readonly string[];
+  /** Whether an answer cut on another route may be continued here (OpenAI-compatible servers: opt-in). */
+  continue: boolean;
+}
+
+export const DEFAULT_ROUTE_PARAMS: RouteParams = { maxTokensField: 'max_tokens', refuses: [], continue: false };
+
 /** One call to one upstream model, after the gateway applied its defaults and clamp. */
 export interface UpstreamRequest {
   model: string;
+  /** How this route's model takes parameters. */
+  params: RouteParams;
   messages: ChatMessage[];
   maxTokens: number;
   temperature: number;
   topP: number;
+  /** Sampling fields the caller set (the others carry the gateway's defaults, which a route may leave out). */
+  callerSet: { temperature: boolean; topP: boolean };
+  /**
+   * An answer cut on another route, to be continued: sent as the final
+   * assistant turn, and the upstream's output is what follows it.
+   */
+  prefix?: string;
   stop?: string[];
   seed?: number;
   presencePenalty?: number;
@@ -44,6 +73,10 @@ export interface UpstreamRequest {
 export interface TokenUsage {
   promptTokens: number;
   completionTokens: number;
+  /** Of the prompt tokens, those read from the provider's prompt cache (inside promptTokens). */
+  cachedTokens?: number;
+  /** Of the completion tokens, those spent on reasoning (inside completionTokens, never added to it). */
+  reasoningTokens?: number;
 }
 
 export interface UpstreamCompletion {
@@ -71,6 +104,14 @@ export interface AttemptContext {
 export interface ProviderAdapter {
   /** The provider's id from the config, e.g. `openai`. */
   readonly id: string;
+  /**
+   * The first field of `request` (its wire name in OpenAI's request, e.g.
+   * `response_format`, `seed`) this provider cannot honour, or null. A route
+   * that cannot honour a field is skipped for that request, never served without it.
+   */
+  unsupported(request: UpstreamRequest): string | null;
+  /** Whether this route can continue an answer from a `prefix`. */
+  continues(params: RouteParams): boolean;
   complete(request: UpstreamRequest, ctx: AttemptContext): Promise<UpstreamCompletion>;
   /** Yields events as they arrive; throws `UpstreamError` on any failure. */
   stream(request: UpstreamRequest, ctx: AttemptContext): AsyncIterable<UpstreamEvent>;

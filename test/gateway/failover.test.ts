@@ -7,7 +7,7 @@ import { Breaker } from '../../src/gateway/breaker.js';
 import { openStreamWithFailover } from '../../src/gateway/failover.js';
 import type { Candidate } from '../../src/gateway/router.js';
 import type { AttemptContext, ProviderAdapter, UpstreamCompletion, UpstreamEvent } from '../../src/providers/types.js';
-import { UpstreamError } from '../../src/providers/types.js';
+import { DEFAULT_ROUTE_PARAMS, UpstreamError } from '../../src/providers/types.js';
 
 /** An in-process adapter: answers after `delayMs`, or fails as told; records what happened to it. */
 function scripted(id: string, script: { delayMs?: number; fail?: UpstreamError }) {
@@ -24,6 +24,8 @@ function scripted(id: string, script: { delayMs?: number; fail?: UpstreamError }
   };
   const adapter: ProviderAdapter = {
     id,
+    unsupported: () => null,
+    continues: () => false,
     async complete(_request, ctx): Promise<UpstreamCompletion> {
       await wait(ctx);
       ctx.onFirstByte();
@@ -35,7 +37,7 @@ function scripted(id: string, script: { delayMs?: number; fail?: UpstreamError }
       yield { type: 'finish', finishReason: 'stop' };
     },
   };
-  const candidate: Candidate = { upstream: `${id}/m`, provider: adapter, model: 'm' };
+  const candidate: Candidate = { upstream: `${id}/m`, provider: adapter, model: 'm', params: DEFAULT_ROUTE_PARAMS };
   return { candidate, log };
 }
 
@@ -46,7 +48,9 @@ async function open(...args: Parameters<typeof openStreamWithFailover>) {
   return served;
 }
 
-const request = { messages: [{ role: 'user' as const, content: 'hi' }], maxTokens: 10, temperature: 0.7, topP: 1 };
+const request = {
+  messages: [{ role: 'user' as const, content: 'hi' }], maxTokens: 10, temperature: 0.7, topP: 1, callerSet: { temperature: false, topP: false },
+};
 
 function options(extra: { hedgeAfterMs?: number; firstByteTimeoutMs?: number; signal?: AbortSignal } = {}) {
   return {

@@ -4,6 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createOpenAiAdapter, type OpenAiAdapter } from '../../src/providers/openai.js';
 import {
+  DEFAULT_ROUTE_PARAMS,
   UpstreamError,
   type AttemptContext,
   type UpstreamEvent,
@@ -24,6 +25,8 @@ function requestFor(model: string, overrides: Partial<UpstreamRequest> = {}): Up
     maxTokens: 100,
     temperature: 0.7,
     topP: 1,
+    params: DEFAULT_ROUTE_PARAMS,
+    callerSet: { temperature: false, topP: false },
     ...overrides,
   };
 }

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { countPromptTokens, countTextTokens } from '../../src/metering/tokens.js';
 import { createSimulatorAdapter } from '../../src/providers/simulator.js';
-import { UpstreamError, type AttemptContext, type UpstreamEvent, type UpstreamRequest } from '../../src/providers/types.js';
+import { DEFAULT_ROUTE_PARAMS, UpstreamError, type AttemptContext, type UpstreamEvent, type UpstreamRequest } from '../../src/providers/types.js';
 
 function requestFor(content: string, overrides: Partial<UpstreamRequest> = {}): UpstreamRequest {
   return {
@@ -14,6 +14,8 @@ function requestFor(content: string, overrides: Partial<UpstreamRequest> = {}): 
     maxTokens: 1000,
     temperature: 0.7,
     topP: 1,
+    params: DEFAULT_ROUTE_PARAMS,
+    callerSet: { temperature: false, topP: false },
     ...overrides,
   };
 }

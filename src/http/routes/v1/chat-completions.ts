@@ -125,6 +125,7 @@ export function toChatRequest(body: ChatCompletionBody): ChatRequest {
     maxTokens: body.max_tokens ?? body.max_completion_tokens ?? null,
     temperature: body.temperature ?? 0.7,
     topP: body.top_p ?? 1.0,
+    callerSet: { temperature: body.temperature != null, topP: body.top_p != null },
     stream: body.stream ?? false,
     includeUsage: body.stream_options?.include_usage ?? false,
     stop: stop === undefined ? undefined : typeof stop === 'string' ? [stop] : stop,
