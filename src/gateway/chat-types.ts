@@ -33,12 +33,16 @@ export interface Svc {
   latency_ms: number;
   provider: string;
   auto?: AutoChoice;
+  /** Every route that contributed, in order, when an answer that broke off was continued on another. */
+  routes?: Array<{ provider: string; model: string }>;
 }
 
 export interface ChatUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+  completion_tokens_details?: { reasoning_tokens: number };
 }
 
 export interface WireToolCall {

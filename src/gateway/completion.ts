@@ -4,27 +4,27 @@
  * A rejected request never touches the ledger; a request that delivered
  * nothing is released at no charge.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../clock.js';
+import { secondsToUtcMidnight } from '../clock.js';
 import { errors, GatewayError } from '../errors.js';
 import { newId } from '../ids.js';
 import { countPromptTokens, countTextTokens } from '../metering/tokens.js';
-import { creditsFor, planReservation } from '../metering/pricing.js';
+import { planReservation } from '../metering/pricing.js';
 import type { Metrics } from '../metrics.js';
-import type { TokenUsage, ToolCall, UpstreamEvent, UpstreamRequest } from '../providers/types.js';
+import type { TokenUsage, ToolCall, UpstreamEvent } from '../providers/types.js';
 import { UpstreamError } from '../providers/types.js';
-import type { Delivered, SettleRequest, SettleResult, Store, StoredResponse } from '../store/types.js';
+import type { Store } from '../store/types.js';
+import { Answer } from './answer.js';
 import type { Breaker } from './breaker.js';
 import type { Catalog, CatalogEntry } from './catalog.js';
-import { openStreamWithFailover, type RouteRequest } from './failover.js';
-import { unhonoured } from './route-params.js';
+import type { ChatCompletion, ChatRequest, Svc, WireToolCall } from './chat-types.js';
+import { openStreamWithFailover, type OpenedStream, type RouteRequest, type Served } from './failover.js';
 import { Lease } from './lease.js';
-import type { Candidate, RoutePlan, Router } from './router.js';
-import { secondsToUtcMidnight } from '../clock.js';
-import type { ChatCompletion, ChatRequest, StoredCompletion, Svc, WireToolCall } from './chat-types.js';
-import { Answer } from './answer.js';
 import { readAnswer } from './read-answer.js';
 import { RequestWatch } from './request-watch.js';
+import { honouring, routeRequest } from './route-params.js';
+import type { Candidate, RoutePlan, Router } from './router.js';
+import { Settlement } from './settlement.js';
 
 export interface CompletionDeps {
   store: Store;
@@ -71,19 +71,16 @@ export type StreamOutput =
   | { type: 'end'; completion: ChatCompletion }
   | { type: 'error'; error: GatewayError; completion: ChatCompletion };
 
-/** Upstream prompt counts are believed up to this multiple of the gateway's estimate (plus the slack): tokenizers differ, not tenfold. */
-const PROMPT_TRUST = 2;
-const PROMPT_SLACK = 64;
-
 /** How long a stream waits in silence before it sends `: ping`. */
 const PING_INTERVAL_MS = 1000;
 
-/** A settlement the database refused is tried this many times (each already waits out a busy lock), this far apart. */
-const SETTLE_ATTEMPTS = 3;
-const SETTLE_RETRY_MS = 250;
 
 export class CompletionService {
-  constructor(private readonly deps: CompletionDeps) {}
+  private readonly settlement: Settlement;
+
+  constructor(private readonly deps: CompletionDeps) {
+    this.settlement = new Settlement(deps);
+  }
 
   /** Model, then context: the checks that need no database. */
   check(request: ChatRequest): CheckedRequest {
@@ -147,12 +144,12 @@ export class CompletionService {
       } catch (err) {
         throw err instanceof UpstreamError ? watch.explainMidAnswer(err) : err;
       }
-      const tokens = this.meteredUsage(admission, answer.usage, answer.outputText);
-      const svc = await this.settle(admission, candidate, tokens, arrivedAt,
+      const tokens = this.settlement.meteredUsage(admission, answer.usage, answer.outputText);
+      const svc = await this.settlement.settle(admission, [candidate], tokens, arrivedAt,
         (settledSvc) => ({ status: 200, body: this.completion(admission, answer, tokens, settledSvc) }));
       return this.completion(admission, answer, tokens, svc);
     } catch (err) {
-      await this.releaseQuietly(admission);
+      await this.settlement.release(admission);
       throw err;
     } finally {
       watch.dispose();
@@ -183,32 +180,46 @@ export class CompletionService {
       if (!opened) {
         // Failed over to nothing, or the consumer left during pings: let go of the hold and any late stream.
         opening.then((late) => late.result.cancel(), () => undefined);
-        await this.releaseQuietly(admission);
+        await this.settlement.release(admission);
       }
     }
-    const { candidate, result: upstream } = opened;
+    let { candidate, result: upstream } = opened;
     const answer = new Answer();
+    /** Every route that contributed to the answer, in order: more than one when an answer was continued. */
+    const routes = [candidate];
     // From the first content on, each lease renewal records what was delivered, for a sweeper should this process fail to settle.
-    admission.lease.track(() => (answer.delivered ? this.delivered(admission, candidate, answer) : null));
+    admission.lease.track(() => (answer.delivered ? this.settlement.delivered(admission, candidate, answer) : null));
     let failure: GatewayError | null = null;
     let settled: { tokens: TokenUsage; svc: Svc } | undefined;
     try {
-      for await (const out of readAnswer(upstream, answer, watch, admission.maxOutput)) {
-        if (out.type === 'delta' && out.content) yield out;
-        else if (out.type === 'tool_call') yield out;
+      for (;;) {
+        try {
+          for await (const out of readAnswer(upstream, answer, watch, admission.maxOutput)) {
+            if (out.type === 'delta' && out.content) yield out;
+            else if (out.type === 'tool_call') yield out;
+          }
+          failure = null;
+          break;
+        } catch (err) {
+          if (!(err instanceof UpstreamError)) throw err;
+          failure = watch.explainMidAnswer(err);
+        }
+        // The route died after content reached the client: a following route that can continue the answer does.
+        const next = yield* this.continuation(admission, watch, answer, candidate);
+        if (!next) break;
+        ({ candidate, result: upstream } = next);
+        routes.push(candidate);
       }
-    } catch (err) {
-      if (!(err instanceof UpstreamError)) throw err;
-      failure = watch.explainMidAnswer(err);
     } finally {
       // Every exit passes here, the client leaving too: charge what was delivered,
-      // by the upstream's count only when it finished and reported one; nothing delivered costs nothing.
+      // by the upstream's count only when one route finished and reported it; nothing delivered costs nothing.
       if (!answer.delivered) {
-        await this.releaseQuietly(admission);
+        await this.settlement.release(admission);
       } else {
-        const tokens = this.meteredUsage(admission, answer.finishReason !== null && !failure ? answer.usage : null, answer.outputText);
-        const svc = await this.settle(admission, candidate, tokens, arrivedAt, (settledSvc) => ({
-          status: 200, body: this.stored(this.completion(admission, answer, tokens, settledSvc), failure),
+        const reported = answer.finishReason !== null && !failure && routes.length === 1 ? answer.usage : null;
+        const tokens = this.settlement.meteredUsage(admission, reported, answer.outputText);
+        const svc = await this.settlement.settle(admission, routes, tokens, arrivedAt, (settledSvc) => ({
+          status: 200, body: this.settlement.stored(this.completion(admission, answer, tokens, settledSvc), failure),
         }));
         settled = { tokens, svc };
       }
@@ -219,87 +230,31 @@ export class CompletionService {
   }
 
   /**
-   * Charges the request. The lease keeps the hold alive while the database is
-   * asked again; if it still refuses, the lease's last record of what was
-   * delivered stays for a sweeper to settle (a stream's delivered content is
-   * never released unpaid). With an Idempotency-Key, `respond` builds the stored
-   * response inside the settling transaction.
+   * Opens the continuation of an answer that broke off on `after`: the
+   * conversation plus the text delivered so far as an assistant prefix, on the
+   * routes after it that can continue one, with pings while it waits. Null when
+   * there is none (a tool call was under way, the client or the deadline ended
+   * the request, nothing is left of the output bound), or every one failed.
    */
-  private async settle(
-    admission: Admission, candidate: Candidate, tokens: TokenUsage, arrivedAt: number, respond: (svc: Svc) => StoredResponse,
-  ): Promise<Svc> {
-    let svc: Svc | null = null;
-    const svcOf = (result: SettleResult): Svc => (svc = this.svc(admission, candidate, result, arrivedAt));
-    const result = await this.settleDurably(admission, {
-      reservationId: admission.reservationId,
-      credits: creditsFor(tokens.promptTokens, tokens.completionTokens, admission.entry.pricing),
-      promptTokens: tokens.promptTokens, completionTokens: tokens.completionTokens, routedModel: candidate.model,
-      ...(admission.idempotent && { respond: (settled: SettleResult) => respond(svcOf(settled)) }),
-    });
-    this.deps.metrics.creditsCharged.inc({ model: admission.entry.id }, result.charged);
-    return svc ?? svcOf(result);
-  }
-
-  private async settleDurably(admission: Admission, request: SettleRequest): Promise<SettleResult> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const result = await this.deps.store.settle(request);
-        admission.lease.stop();
-        return result;
-      } catch (err) {
-        if (attempt >= SETTLE_ATTEMPTS) {
-          await admission.lease.renew().catch(() => false);
-          admission.lease.stop();
-          throw err;
-        }
-        await sleep(SETTLE_RETRY_MS * attempt);
-      }
+  private async *continuation(
+    admission: Admission, watch: RequestWatch, answer: Answer, after: Candidate,
+  ): AsyncGenerator<StreamOutput, Served<OpenedStream> | null> {
+    if (watch.stopped === 'client' || watch.stopped === 'deadline' || answer.toolCalls.length > 0 || answer.content === '') return null;
+    const candidates = admission.plan.candidates;
+    const continuing = candidates.slice(candidates.indexOf(after) + 1).filter((c) => c.provider.continues(c.params));
+    const left = admission.maxOutput - countTextTokens(answer.content, admission.maxOutput);
+    if (continuing.length === 0 || left <= 0) return null;
+    const request = { ...routeRequest(admission.request, left), prefix: answer.content };
+    const opening = openStreamWithFailover(continuing, request, this.failoverOptions(watch.signal));
+    let opened: Served<OpenedStream> | null = null;
+    try {
+      while (!(opened = await raceTimer(opening, PING_INTERVAL_MS))) yield { type: 'ping' };
+    } catch {
+      return null;
+    } finally {
+      if (!opened) opening.then((late) => late.result.cancel(), () => undefined);
     }
-  }
-
-  private svc(admission: Admission, candidate: Candidate, result: SettleResult, arrivedAt: number): Svc {
-    return {
-      requested_model: admission.entry.id,
-      routed_model: candidate.model,
-      credits_used: result.charged,
-      balance_remaining: result.balanceRemaining,
-      latency_ms: Math.max(0, Math.round(this.deps.clock.now().getTime() - arrivedAt)),
-      provider: candidate.provider.id,
-      ...(admission.plan.auto ? { auto: admission.plan.auto } : {}),
-    };
-  }
-
-  /** What a stream has delivered so far, as a sweeper would charge it. */
-  private delivered(admission: Admission, candidate: Candidate, answer: Answer): Delivered {
-    const tokens = this.meteredUsage(admission, null, answer.outputText);
-    return {
-      credits: creditsFor(tokens.promptTokens, tokens.completionTokens, admission.entry.pricing),
-      promptTokens: tokens.promptTokens, completionTokens: tokens.completionTokens, routedModel: candidate.model,
-    };
-  }
-
-  /** A completion as kept under an Idempotency-Key: a stream that failed midway keeps the error that ended it. */
-  private stored(completion: ChatCompletion, failure: GatewayError | null): StoredCompletion {
-    return failure ? { ...completion, error: failure.toBody().error } : completion;
-  }
-
-  private async releaseQuietly(admission: Admission): Promise<void> {
-    admission.lease.stop();
-    // If even this fails, the lease lapses and the sweeper releases the hold.
-    await this.deps.store.release(admission.reservationId).catch(() => undefined);
-  }
-
-  /**
-   * The tokens to bill: the upstream's count when it gave one, else the
-   * gateway's own. Never more output than the `max_tokens` sent, nor a prompt
-   * far beyond the gateway's estimate: a broken upstream cannot drain an account.
-   */
-  private meteredUsage(admission: Admission, reported: TokenUsage | null, output: string): TokenUsage {
-    const usage = reported ?? { promptTokens: admission.promptTokens, completionTokens: countTextTokens(output, admission.maxOutput) };
-    return {
-      promptTokens: Math.min(usage.promptTokens, admission.promptTokens * PROMPT_TRUST + PROMPT_SLACK),
-      completionTokens: Math.min(usage.completionTokens, admission.maxOutput),
-    };
+    return opened;
   }
 
   /** The window of the alias that serves: svc-auto's target may be smaller than svc-auto's own. */
@@ -344,6 +299,9 @@ export class CompletionService {
         prompt_tokens: tokens.promptTokens,
         completion_tokens: tokens.completionTokens,
         total_tokens: tokens.promptTokens + tokens.completionTokens,
+        // In OpenAI's own shape: cached and reasoning tokens are inside the counts above, which are what is billed.
+        ...(tokens.cachedTokens !== undefined && { prompt_tokens_details: { cached_tokens: tokens.cachedTokens } }),
+        ...(tokens.reasoningTokens !== undefined && { completion_tokens_details: { reasoning_tokens: tokens.reasoningTokens } }),
       },
       svc,
     };
@@ -352,34 +310,6 @@ export class CompletionService {
 
 export function toWireToolCall(call: ToolCall): WireToolCall {
   return { id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } };
-}
-
-/**
- * The plan without the routes that cannot honour the request (a field their
- * model refuses or their provider cannot carry): skipped, never served without
- * it. When none can, a 400 names the field.
- */
-function honouring(plan: RoutePlan, request: ChatRequest): RoutePlan {
-  const probe = routeRequest(request, request.maxTokens ?? 1);
-  let refused: string | null = null;
-  const candidates = plan.candidates.filter((candidate) => {
-    const field = unhonoured(candidate, probe);
-    refused ??= field;
-    return field === null;
-  });
-  if (candidates.length === 0 && refused !== null) {
-    throw errors.invalidValue(refused, `No route of this model can honour "${refused}"; leave it out or choose another model.`);
-  }
-  return { ...plan, candidates };
-}
-
-/** The request as every route gets it, with the output bound the reservation allows. */
-function routeRequest(r: ChatRequest, maxTokens: number): RouteRequest {
-  return {
-    messages: r.messages, maxTokens, temperature: r.temperature, topP: r.topP, callerSet: r.callerSet,
-    stop: r.stop, seed: r.seed, presencePenalty: r.presencePenalty, frequencyPenalty: r.frequencyPenalty,
-    user: r.user, responseFormat: r.responseFormat, tools: r.tools, toolChoice: r.toolChoice, parallelToolCalls: r.parallelToolCalls,
-  };
 }
 
 function contextExceeded(window: number, promptTokens: number, maxTokens: number | null): GatewayError {

@@ -16,10 +16,15 @@ export interface Admitted {
 }
 
 export class OutputBudget {
-  private estimate = 0;
+  private estimate: number;
 
-  /** `output()` is the whole output so far, as it is billed (text, tool names and arguments). */
-  constructor(private readonly max: number, private readonly output: () => string) {}
+  /**
+   * `output()` is the whole output so far, as it is billed (text, tool names and
+   * arguments); `spent` what of it came before this budget (an answer continued on another route).
+   */
+  constructor(private readonly max: number, private readonly output: () => string, spent = 0) {
+    this.estimate = spent;
+  }
 
   admit(event: UpstreamEvent): Admitted {
     switch (event.type) {

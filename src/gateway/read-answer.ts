@@ -5,6 +5,7 @@
 import { UpstreamError, type UpstreamEvent } from '../providers/types.js';
 import { type Answer, MAX_ANSWER_CHARS } from './answer.js';
 import type { OpenedStream } from './failover.js';
+import { countTextTokens } from '../metering/tokens.js';
 import { OutputBudget } from './output-budget.js';
 import type { RequestWatch } from './request-watch.js';
 
@@ -27,7 +28,9 @@ export function outputBound(maxOutput: number): number {
  * The upstream is cancelled on every way out.
  */
 export async function* readAnswer(upstream: OpenedStream, answer: Answer, watch: RequestWatch, maxOutput: number): AsyncGenerator<UpstreamEvent> {
-  const budget = new OutputBudget(outputBound(maxOutput), () => answer.outputText);
+  // An answer continued from another route's prefix already spent part of the bound.
+  const spent = answer.chars > 0 ? countTextTokens(answer.outputText, maxOutput + 1) : 0;
+  const budget = new OutputBudget(outputBound(maxOutput), () => answer.outputText, spent);
   try {
     for (const pending = upstream.first.values(); ; ) {
       watch.progress();

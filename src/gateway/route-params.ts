@@ -5,7 +5,10 @@
  */
 import type { RouteConfig } from '../config.js';
 import { DEFAULT_ROUTE_PARAMS, type RouteParams, type UpstreamRequest } from '../providers/types.js';
-import type { Candidate } from './router.js';
+import { errors } from '../errors.js';
+import type { ChatRequest } from './chat-types.js';
+import type { RouteRequest } from './failover.js';
+import type { Candidate, RoutePlan } from './router.js';
 
 /**
  * OpenAI's reasoning models (o1, o3, o4-mini…, gpt-5…) take the output bound as
@@ -42,4 +45,32 @@ function callerFields(request: Omit<UpstreamRequest, 'model' | 'params'>): strin
 export function unhonoured(candidate: Candidate, request: Omit<UpstreamRequest, 'model' | 'params'>): string | null {
   const refused = callerFields(request).find((field) => candidate.params.refuses.includes(field));
   return refused ?? candidate.provider.unsupported({ ...request, model: candidate.model, params: candidate.params });
+}
+
+/**
+ * The plan without the routes that cannot honour the request (a field their
+ * model refuses or their provider cannot carry): skipped, never served without
+ * it. When none can, a 400 names the field.
+ */
+export function honouring(plan: RoutePlan, request: ChatRequest): RoutePlan {
+  const probe = routeRequest(request, request.maxTokens ?? 1);
+  let refused: string | null = null;
+  const candidates = plan.candidates.filter((candidate) => {
+    const field = unhonoured(candidate, probe);
+    refused ??= field;
+    return field === null;
+  });
+  if (candidates.length === 0 && refused !== null) {
+    throw errors.invalidValue(refused, `No route of this model can honour "${refused}"; leave it out or choose another model.`);
+  }
+  return { ...plan, candidates };
+}
+
+/** The request as every route gets it, with the output bound the reservation allows. */
+export function routeRequest(r: ChatRequest, maxTokens: number): RouteRequest {
+  return {
+    messages: r.messages, maxTokens, temperature: r.temperature, topP: r.topP, callerSet: r.callerSet,
+    stop: r.stop, seed: r.seed, presencePenalty: r.presencePenalty, frequencyPenalty: r.frequencyPenalty,
+    user: r.user, responseFormat: r.responseFormat, tools: r.tools, toolChoice: r.toolChoice, parallelToolCalls: r.parallelToolCalls,
+  };
 }

@@ -13,7 +13,7 @@ import { systemClock, utcDay } from '../../clock.js';
 import { newId } from '../../ids.js';
 import type {
   Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LedgerReport, NewApiKey, ReservationPlanner,
-  ReserveOutcome, ReserveRequest, SettleRequest, SettleResult, Store, StoredApiKey, StoredResponse, UsageQuery, UsageRow,
+  ReserveOutcome, ReserveRequest, SettleRequest, SettleResult, Store, StoredApiKey, UsageQuery, UsageRow,
 } from '../types.js';
 import { SqliteMetering } from './metering.js';
 import { MIGRATIONS } from './schema.js';
