@@ -18,7 +18,17 @@ const providerSchema = z.object({
   api_key_env: z.string().min(1).optional(),
   /** Most open connections to this provider (undici pool size). */
   connections: z.number().int().positive().default(128),
+  /** anthropic only: the `anthropic-version` header. */
+  anthropic_version: z.string().min(1).optional(),
 });
+
+/** Where a provider type lives when its `base_url` is left out (an `openai` provider must name its server). */
+export const DEFAULT_BASE_URLS: Partial<Record<ProviderType, string>> = {
+  anthropic: 'https://api.anthropic.com',
+  gemini: 'https://generativelanguage.googleapis.com',
+};
+
+export type ProviderType = 'openai' | 'anthropic' | 'gemini' | 'simulator';
 
 /** Request fields (OpenAI's wire names) a route may declare its model refuses. */
 export const REFUSABLE_FIELDS = ['temperature', 'top_p', 'presence_penalty', 'frequency_penalty', 'seed', 'stop'] as const;
@@ -113,19 +123,16 @@ export type ModelConfig = z.infer<typeof modelSchema>;
 export type RouteConfig = z.infer<typeof routeSchema>;
 export type Pricing = z.infer<typeof pricingSchema>;
 
-/** Provider types this build can talk to; the others are reserved names in the schema. */
-const SUPPORTED_PROVIDER_TYPES = new Set(['openai', 'simulator']);
-
 function checkReferences(config: { providers: ProviderConfig[]; models: ModelConfig[] }, ctx: z.RefinementCtx): void {
   const providerIds = new Set<string>();
   config.providers.forEach((p, i) => {
     if (providerIds.has(p.id)) ctx.addIssue({ code: 'custom', path: ['providers', i, 'id'], message: `duplicate provider id '${p.id}'` });
     providerIds.add(p.id);
-    if (!SUPPORTED_PROVIDER_TYPES.has(p.type)) {
-      ctx.addIssue({ code: 'custom', path: ['providers', i, 'type'], message: `provider type '${p.type}' is not supported by this version (use openai or simulator)` });
-    }
     if (p.type === 'openai' && p.base_url === undefined) {
       ctx.addIssue({ code: 'custom', path: ['providers', i, 'base_url'], message: 'required for an openai provider' });
+    }
+    if (p.anthropic_version !== undefined && p.type !== 'anthropic') {
+      ctx.addIssue({ code: 'custom', path: ['providers', i, 'anthropic_version'], message: 'only for an anthropic provider' });
     }
   });
   const modelIds = new Map<string, ModelConfig>();
@@ -135,8 +142,12 @@ function checkReferences(config: { providers: ProviderConfig[]; models: ModelCon
   });
   config.models.forEach((m, i) => {
     m.routes?.forEach((r, j) => {
-      if (!providerIds.has(r.provider)) {
+      const provider = config.providers.find((p) => p.id === r.provider);
+      if (!provider) {
         ctx.addIssue({ code: 'custom', path: ['models', i, 'routes', j, 'provider'], message: `unknown provider '${r.provider}'` });
+      } else if (r.continue !== undefined && provider.type !== 'openai') {
+        // Anthropic always continues a final assistant turn; Gemini and the simulator never do.
+        ctx.addIssue({ code: 'custom', path: ['models', i, 'routes', j, 'continue'], message: `only for openai providers (an ${provider.type} route decides itself)` });
       }
     });
     if (m.auto) {

@@ -75,7 +75,12 @@ routing:
       (c.models as Array<{ auto?: Record<string, string> }>)[0]!.auto!.code = 'svc-nope';
     })), /models\[0\]\.auto\.code: 'svc-nope' is not a model with routes/);
     assert.match(refusal(configWith((c) => { c.providers = [{ id: 'x', type: 'openai' }]; })), /providers\[0\]\.base_url: required/);
-    assert.match(refusal(configWith((c) => { c.providers = [{ id: 'a', type: 'anthropic', base_url: 'https://x' }]; })), /providers\[0\]\.type: provider type 'anthropic' is not supported/);
+    assert.match(refusal(configWith((c) => { c.providers = [{ id: 'g', type: 'gemini', anthropic_version: '2023-06-01' }]; })),
+      /providers\[0\]\.anthropic_version: only for an anthropic provider/);
+    assert.match(refusal(configWith((c) => {
+      c.providers = [{ id: 'sim', type: 'simulator' }];
+      (c.models as Array<{ routes?: Array<Record<string, unknown>> }>)[1]!.routes = [{ provider: 'sim', model: 'm', continue: true }];
+    })), /models\[1\]\.routes\[0\]\.continue: only for openai providers/);
     assert.match(refusal(configWith((c) => { c.routing = { first_byte_timeout_ms: -1 }; })), /routing\.first_byte_timeout_ms/);
     assert.match(refusal(configWith((c) => { c.models = []; })), /^.*\n\s+models:/);
     assert.match(refusal(configWith((c) => { c.providers = [{ id: 'x', type: 'openai', base_url: 'ftp://example.com/v1' }]; })),
