@@ -33,8 +33,9 @@ export async function* readAnswer(upstream: OpenedStream, answer: Answer, watch:
   const budget = new OutputBudget(outputBound(maxOutput), () => answer.outputText, spent);
   try {
     for (const pending = upstream.first.values(); ; ) {
-      watch.progress();
+      watch.awaitUpstream();
       const step = await nextEvent(pending, upstream.rest);
+      watch.upstreamAnswered();
       if (step.done) return;
       const { event, cut } = budget.admit(step.value);
       const out = event && answer.add(event);

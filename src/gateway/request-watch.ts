@@ -38,10 +38,16 @@ export class RequestWatch {
     return this.reason;
   }
 
-  /** An event arrived: the idle clock starts (over). */
-  progress(): void {
+  /** The upstream's next event is awaited: the idle clock starts (over). */
+  awaitUpstream(): void {
     if (this.idle) this.idle.refresh();
     else this.idle = setTimeout(() => this.stop('idle'), this.limits.idleMs);
+  }
+
+  /** An event arrived: the clock stops while the client takes it (a slow client is not a silent upstream). */
+  upstreamAnswered(): void {
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = null;
   }
 
   dispose(): void {

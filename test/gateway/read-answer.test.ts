@@ -105,6 +105,25 @@ describe('readAnswer', { timeout: 20_000 }, () => {
   });
 });
 
+describe('the idle clock', { timeout: 20_000 }, () => {
+  it('does not count the time a slow client takes over an event against the upstream', async () => {
+    const w = watch(200);
+    const answer = new Answer();
+    const stream = opened(words(4), w.signal);
+    const out: UpstreamEvent[] = [];
+    try {
+      for await (const event of readAnswer(stream, answer, w, 100)) {
+        out.push(event);
+        await new Promise((resolve) => setTimeout(resolve, 400)); // the client drains slowly
+      }
+    } finally {
+      w.dispose();
+    }
+    assert.equal(w.stopped, null);
+    assert.deepEqual([answer.content, answer.finishReason], [' red'.repeat(4), 'stop']);
+  });
+});
+
 describe('OutputBudget', () => {
   it('never cuts text whose pieces count more tokens than the whole', () => {
     // One character per piece: each counts a token, the whole text far fewer.

@@ -2,6 +2,13 @@
  * A scripted OpenAI-compatible upstream: a real HTTP server speaking the real
  * wire format, whose behaviour is chosen by the model name in the request
  * (`error-500`, `hang`, `slow-200`, `reset`, `malformed`, `cut`, `stall-300`, `inflated`, `tools`, `nostream`…).
+ *
+ * Upstreams that break the gateway's bounds: `idle-after-first` (one word, then
+ * only `: keep-alive` comments), `done-open` (`[DONE]` but the body never ends),
+ * `drip` (a word every 100 ms, forever), `ignore-max` (IGNORED_MAX_REPLY, 3,000
+ * words, whatever `max_tokens` says), `huge-line` (a first `data:` line of 2 MiB),
+ * `huge-json` (a 9 MiB JSON completion, even when asked to stream), `leaky-500`
+ * and `leaky-cut` (internal details in an error body, or in an error chunk mid-stream).
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -35,6 +42,14 @@ export function countWords(text: string): number {
 }
 
 const DEFAULT_REPLY = 'Hello from the fake upstream.';
+
+/** What a model named `…ignore-max…` answers whatever `max_tokens` says: 3,000 words (and so its usage says). */
+export const IGNORED_MAX_REPLY = Array.from({ length: 3000 }, (_, i) => ['alpha', 'bravo', 'charlie', 'delta', 'echo'][i % 5]).join(' ');
+/** The error body a `…leaky-500…` model answers with, and the error chunk a `…leaky-cut…` model sends after two words. */
+const LEAKY_500_BODY = '{"error":{"message":"internal detail: sk-upstream-SECRET at db-7.internal","type":"server_error"}}';
+const LEAKY_CUT_CHUNK = '{"error":{"message":"upstream detail: db-7.internal exploded"}}';
+/** How often the endless models (`idle-after-first`, `drip`) send their next comment or word. */
+const TICK_MS = 100;
 
 export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Promise<FakeUpstream> {
   const requests: ReceivedRequest[] = [];
@@ -82,9 +97,19 @@ type Behaviour =
   | { kind: 'ok' }
   | { kind: 'error'; status: 400 | 429 | 500 }
   | { kind: 'hang' | 'reset' | 'malformed' | 'cut' }
-  | { kind: 'stall'; ms: number };
+  | { kind: 'stall'; ms: number }
+  | { kind: StreamFault }
+  | { kind: 'huge-json' | 'leaky-500' };
+
+/** Faults of a stream: a model with one of these streams whatever was asked. */
+type StreamFault = 'idle-after-first' | 'done-open' | 'drip' | 'huge-line' | 'leaky-cut';
+const STREAM_FAULTS: readonly StreamFault[] = ['idle-after-first', 'done-open', 'drip', 'huge-line', 'leaky-cut'];
 
 function behaviourOf(model: string): Behaviour {
+  // Before `cut`, which `leaky-cut` contains.
+  for (const kind of STREAM_FAULTS) if (model.includes(kind)) return { kind };
+  if (model.includes('huge-json')) return { kind: 'huge-json' };
+  if (model.includes('leaky-500')) return { kind: 'leaky-500' };
   if (model.includes('error-500')) return { kind: 'error', status: 500 };
   if (model.includes('error-429')) return { kind: 'error', status: 429 };
   if (model.includes('error-400')) return { kind: 'error', status: 400 };
@@ -117,8 +142,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, script: Script,
   if (behaviour.kind === 'hang') return;
   if (behaviour.kind === 'reset') return void req.socket.destroy();
   if (behaviour.kind === 'error') return sendError(res, behaviour.status, errorType(behaviour.status), `${model} failed`);
+  if (behaviour.kind === 'leaky-500') return sendJsonText(res, 500, LEAKY_500_BODY);
 
   const answer = answerFor(body, model, script);
+  if (behaviour.kind === 'huge-json') return sendJsonText(res, 200, hugeCompletion(answer));
+  if (isStreamFault(behaviour.kind)) return sendFaultyStream(res, answer, behaviour.kind, script);
   const call = toolCallFor(body, model);
   // A model named `…nostream…` answers JSON whatever was asked, as servers that cannot stream do.
   const streams = body.stream === true && !model.includes('nostream');
@@ -186,8 +214,10 @@ interface Answer {
 }
 
 function answerFor(body: Record<string, unknown>, model: string, script: Script): Answer {
-  const all = script.reply.match(/\s*\S+/g) ?? [];
-  const max = typeof body.max_tokens === 'number' ? body.max_tokens : Infinity;
+  // A model named `…ignore-max…` answers its long reply whole, whatever max_tokens says.
+  const ignoresMax = model.includes('ignore-max');
+  const all = (ignoresMax ? IGNORED_MAX_REPLY : script.reply).match(/\s*\S+/g) ?? [];
+  const max = typeof body.max_tokens === 'number' && !ignoresMax ? body.max_tokens : Infinity;
   const pieces = all.slice(0, Math.max(0, max));
   const reportsUsage = script.usage !== 'none' && !model.includes('no-usage');
   // A model named `…inflated…` reports absurd usage, as a broken upstream might.
@@ -259,6 +289,73 @@ async function sendStream(res: ServerResponse, answer: Answer, behaviour: Behavi
   await send(chunk({}, answer.finishReason));
   if (answer.streamUsage && answer.usage) await send({ ...chunk({}), choices: [], usage: answer.usage });
   if (!res.destroyed) res.end('data: [DONE]\n\n');
+}
+
+function isStreamFault(kind: string): kind is StreamFault {
+  return (STREAM_FAULTS as readonly string[]).includes(kind);
+}
+
+/** The stream faults; the endless ones go on until the client leaves or the fake closes. */
+async function sendFaultyStream(res: ServerResponse, answer: Answer, fault: StreamFault, script: Script): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  let left = false;
+  res.once('close', () => { left = true; });
+  const send = (value: unknown) => write(res, `data: ${JSON.stringify(value)}\n\n`);
+  const chunk = (delta: Record<string, string>, finishReason: string | null = null) => ({
+    id: answer.id, object: 'chat.completion.chunk', created: answer.created, model: answer.model,
+    choices: [{ index: 0, delta, finish_reason: finishReason }],
+  });
+  const pieces = answer.pieces.length > 0 ? answer.pieces : ['word'];
+
+  if (fault === 'huge-line') {
+    // One content chunk whose line is 2 MiB long, then an otherwise proper end.
+    await send(chunk({ role: 'assistant', content: ' huge'.repeat(Math.ceil((2 * 1024 * 1024) / 5)) }));
+    await send(chunk({}, 'stop'));
+    return void (left || res.end('data: [DONE]\n\n'));
+  }
+  await send(chunk({ role: 'assistant', content: '' }));
+  switch (fault) {
+    case 'idle-after-first':
+      await send(chunk({ content: pieces[0]! }));
+      while (!left) {
+        await script.wait(TICK_MS);
+        await write(res, ': keep-alive\n\n');
+      }
+      return;
+    case 'drip':
+      for (let i = 0; !left; i++) {
+        await send(chunk({ content: pieces[i % pieces.length]! }));
+        await script.wait(TICK_MS);
+      }
+      return;
+    case 'leaky-cut':
+      for (const piece of pieces.slice(0, 2)) await send(chunk({ content: piece }));
+      await write(res, `data: ${LEAKY_CUT_CHUNK}\n\n`);
+      return void res.end();
+    case 'done-open':
+      // The whole answer and `[DONE]`, but the body never ends: the socket stays until the client leaves.
+      for (const piece of pieces) await send(chunk({ content: piece }));
+      await send(chunk({}, answer.finishReason));
+      if (answer.streamUsage && answer.usage) await send({ ...chunk({}), choices: [], usage: answer.usage });
+      return void (await write(res, 'data: [DONE]\n\n'));
+  }
+}
+
+/** A proper completion of over 9 MiB, for `…huge-json…`. */
+function hugeCompletion(answer: Answer): string {
+  const content = ' huge'.repeat(Math.ceil((9 * 1024 * 1024) / 5));
+  const words = countWords(content);
+  const prompt = answer.usage?.prompt_tokens ?? 0;
+  return JSON.stringify({
+    id: answer.id, object: 'chat.completion', created: answer.created, model: answer.model,
+    choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: prompt, completion_tokens: words, total_tokens: prompt + words },
+  });
+}
+
+function sendJsonText(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
 }
 
 function write(res: ServerResponse, text: string): Promise<void> {
