@@ -12,6 +12,7 @@
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { continuedReply, outputBoundOf, reasoningRefusal } from './fake-openai-rules.js';
 
 export interface FakeUpstreamOptions {
   /** What an ok model answers; cut to `max_tokens` words when that is smaller. */
@@ -138,6 +139,8 @@ async function handle(req: IncomingMessage, res: ServerResponse, script: Script,
   if (slow) await script.wait(Number(slow[1]));
   if (res.destroyed) return;
 
+  const refused = reasoningRefusal(model, body);
+  if (refused) return sendError(res, 400, 'invalid_request_error', refused);
   const behaviour = behaviourOf(model);
   if (behaviour.kind === 'hang') return;
   if (behaviour.kind === 'reset') return void req.socket.destroy();
@@ -216,8 +219,8 @@ interface Answer {
 function answerFor(body: Record<string, unknown>, model: string, script: Script): Answer {
   // A model named `…ignore-max…` answers its long reply whole, whatever max_tokens says.
   const ignoresMax = model.includes('ignore-max');
-  const all = (ignoresMax ? IGNORED_MAX_REPLY : script.reply).match(/\s*\S+/g) ?? [];
-  const max = typeof body.max_tokens === 'number' && !ignoresMax ? body.max_tokens : Infinity;
+  const all = (ignoresMax ? IGNORED_MAX_REPLY : continuedReply(script.reply, body)).match(/\s*\S+/g) ?? [];
+  const max = ignoresMax ? Infinity : outputBoundOf(body);
   const pieces = all.slice(0, Math.max(0, max));
   const reportsUsage = script.usage !== 'none' && !model.includes('no-usage');
   // A model named `…inflated…` reports absurd usage, as a broken upstream might.
