@@ -1,5 +1,7 @@
 /** Builds one adapter per configured provider. */
 import { ConfigError, type ProviderConfig } from '../config.js';
+import { createAnthropicAdapter } from './anthropic.js';
+import { createGeminiAdapter } from './gemini.js';
 import { createOpenAiAdapter } from './openai.js';
 import { createSimulatorAdapter } from './simulator.js';
 import type { ProviderAdapter } from './types.js';
@@ -18,20 +20,19 @@ export function buildProviders(providers: ProviderConfig[], env: Readonly<Record
     if (p.api_key_env && !apiKey) {
       throw new ConfigError(`config is invalid:\n  providers[${i}].api_key_env: the variable ${p.api_key_env} is not set`);
     }
-    if (p.type === 'openai') {
-      const adapter = createOpenAiAdapter({
-        id: p.id,
-        baseUrl: p.base_url!,
-        apiKey,
-        connections: p.connections,
-      });
-      adapters.set(p.id, adapter);
-      closers.push(() => adapter.close());
-    } else if (p.type === 'simulator') {
-      adapters.set(p.id, createSimulatorAdapter(p.id));
-    } else {
-      throw new ConfigError(`config is invalid:\n  providers[${i}].type: provider type ${p.type} is not supported`);
-    }
+    const adapter = buildAdapter(p, apiKey);
+    adapters.set(p.id, adapter);
+    if (adapter.close) closers.push(adapter.close.bind(adapter));
   });
   return { adapters, close: async () => void (await Promise.all(closers.map((c) => c()))) };
+}
+
+function buildAdapter(p: ProviderConfig, apiKey: string | undefined): ProviderAdapter & { close?(): Promise<void> } {
+  const common = { id: p.id, apiKey, connections: p.connections };
+  switch (p.type) {
+    case 'openai': return createOpenAiAdapter({ ...common, baseUrl: p.base_url! });
+    case 'anthropic': return createAnthropicAdapter({ ...common, baseUrl: p.base_url, version: p.anthropic_version });
+    case 'gemini': return createGeminiAdapter({ ...common, baseUrl: p.base_url });
+    case 'simulator': return createSimulatorAdapter(p.id);
+  }
 }

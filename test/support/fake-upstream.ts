@@ -9,9 +9,15 @@
  * words, whatever `max_tokens` says), `huge-line` (a first `data:` line of 2 MiB),
  * `huge-json` (a 9 MiB JSON completion, even when asked to stream), `leaky-500`
  * and `leaky-cut` (internal details in an error body, or in an error chunk mid-stream).
+ *
+ * The same server speaks Anthropic's Messages API on `/v1/messages`
+ * (fake-anthropic.ts) and Gemini's on `/v1beta/models/…` (fake-gemini.ts), with
+ * the same kind of behaviours chosen by model name.
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { handleAnthropic } from './fake-anthropic.js';
+import { handleGemini } from './fake-gemini.js';
 import { continuedReply, outputBoundOf, reasoningRefusal } from './fake-openai-rules.js';
 
 export interface FakeUpstreamOptions {
@@ -25,9 +31,13 @@ export interface ReceivedRequest {
   model: string;
   body: Record<string, unknown>;
   headers: IncomingHttpHeaders;
+  /** Path and query as received (recorded for Gemini, whose model is in the path). */
+  url?: string;
 }
 
 export interface FakeUpstream {
+  /** `http://127.0.0.1:PORT`: the base URL of its Anthropic (`/v1/messages`) and Gemini (`/v1beta/models/…`) faces. */
+  origin: string;
   /** The base URL, e.g. `http://127.0.0.1:PORT/v1`. */
   url: string;
   /** Every chat-completions request received, in order. */
@@ -73,6 +83,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
 
   return {
     url: `http://127.0.0.1:${port}/v1`,
+    origin: `http://127.0.0.1:${port}`,
     requests,
     reset() {
       requests.length = 0;
@@ -125,7 +136,11 @@ function behaviourOf(model: string): Behaviour {
 
 async function handle(req: IncomingMessage, res: ServerResponse, script: Script, requests: ReceivedRequest[]) {
   const text = await readBody(req);
-  if (req.method !== 'POST' || req.url?.split('?')[0] !== '/v1/chat/completions') {
+  const path = req.url?.split('?')[0] ?? '';
+  // The same server speaks Anthropic's and Gemini's wire formats on their paths.
+  if (req.method === 'POST' && path === '/v1/messages') return handleAnthropic(req, res, parseObject(text) ?? {}, script.wait, script.reply, requests);
+  if (req.method === 'POST' && path.startsWith('/v1beta/models/')) return handleGemini(req, res, parseObject(text) ?? {}, script.wait, script.reply, requests);
+  if (req.method !== 'POST' || path !== '/v1/chat/completions') {
     return sendError(res, 404, 'not_found', `no route for ${req.method} ${req.url}`);
   }
   const body = parseObject(text);
