@@ -61,7 +61,7 @@ export function honouring(plan: RoutePlan, request: ChatRequest): RoutePlan {
     return field === null;
   });
   if (candidates.length === 0 && refused !== null) {
-    throw errors.invalidValue(refused, `No route of this model can honour "${refused}"; leave it out or choose another model.`);
+    throw errors.invalidValue(refused, `No route of this model can honour "${refused}" as this request sends it; change it or choose another model.`);
   }
   return { ...plan, candidates };
 }
