@@ -79,6 +79,11 @@ export const errors = {
       status: 429, type: 'rate_limit_error', code: 'daily_credit_limit_exceeded', message,
       headers: { ...noRetry, 'retry-after': String(retryAfterSeconds) },
     }),
+  rateLimited: (message: string, retryAfterSeconds: number) =>
+    new GatewayError({
+      status: 429, type: 'rate_limit_error', code: 'rate_limit_exceeded', message, retryable: true,
+      headers: { 'x-should-retry': 'true', 'retry-after': String(retryAfterSeconds) },
+    }),
   permissionDenied: (message: string, param: string | null = null) =>
     new GatewayError({ status: 403, type: 'permission_error', code: 'permission_denied', message, param }),
   idempotencyConflict: (message: string) =>

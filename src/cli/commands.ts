@@ -30,7 +30,7 @@ export const USAGE = `Usage: svc-gateway <command> [options]
   serve [--config FILE] [--port N] [--host H] [--database URL]
   accounts create [--name N]
   credits grant --account ID --kind purchased|earned --amount N [--expires-at ISO]
-  keys create --account ID [--environment live|test] [--daily-limit N] [--name N]
+  keys create --account ID [--environment live|test] [--daily-limit N] [--rate-limit RPM] [--name N]
   ledger verify
 
 Every command takes --database URL (else DATABASE_URL, else ${DEFAULT_DATABASE_URL})
@@ -75,15 +75,20 @@ export const commands: Record<string, Command> = {
     }),
   },
   'keys create': {
-    options: { ...common, account: { type: 'string' }, environment: { type: 'string' }, 'daily-limit': { type: 'string' }, name: { type: 'string' } },
+    options: {
+      ...common, account: { type: 'string' }, environment: { type: 'string' }, 'daily-limit': { type: 'string' },
+      'rate-limit': { type: 'string' }, name: { type: 'string' },
+    },
     run: (v, io) => withStore(v, io, async (store) => {
       const accountId = required(v, 'account');
       const environment = str(v.environment) ?? 'live';
       if (environment !== 'live' && environment !== 'test') throw new CliError('--environment must be live or test');
       if (!(await store.getAccount(accountId))) throw new CliError(`no account ${accountId}`);
       const limit = str(v['daily-limit']);
+      const rpm = str(v['rate-limit']);
       const { record, secret } = await issueApiKey(store, accountId, {
         environment, name: str(v.name) ?? null, daily_credit_limit: limit === undefined ? null : integer(limit, '--daily-limit'),
+        rate_limit_rpm: rpm === undefined ? null : positive(integer(rpm, '--rate-limit'), '--rate-limit'),
       });
       return print(v, io, { ...apiKeyObject(record), key: secret }, `api key  ${secret}\nid       ${record.id}\n\nThe key is shown only now.\n`);
     }),
@@ -151,6 +156,11 @@ function str(value: Values[string]): string | undefined {
 function required(v: Values, name: string): string {
   const value = str(v[name]);
   if (value === undefined || value === '') throw new CliError(`--${name} is required`);
+  return value;
+}
+
+function positive(value: number, flag: string): number {
+  if (value < 1) throw new CliError(`${flag} must be at least 1 (requests per minute)`);
   return value;
 }
 

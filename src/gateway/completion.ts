@@ -111,6 +111,7 @@ export class CompletionService {
       planReservation({ promptTokens: checked.promptTokens, maxTokens: checked.request.maxTokens, contextWindow, pricing: checked.entry.pricing }),
     );
     if (!outcome.ok) {
+      if (outcome.reason === 'rate_limit') throw errors.rateLimited(outcome.message, outcome.retryAfterSeconds);
       throw outcome.reason === 'daily_cap'
         ? errors.dailyCapReached(outcome.message, secondsToUtcMidnight(clock.now()))
         : errors.insufficientCredits(outcome.message);

@@ -7,6 +7,7 @@ export interface KeyRequest {
   name?: string | null;
   environment?: Environment | null;
   daily_credit_limit?: number | null;
+  rate_limit_rpm?: number | null;
 }
 
 export async function issueApiKey(store: Store, accountId: string, input: KeyRequest): Promise<{ record: ApiKeyRecord; secret: string }> {
@@ -18,6 +19,7 @@ export async function issueApiKey(store: Store, accountId: string, input: KeyReq
     name: input.name ?? null,
     environment,
     dailyCreditLimit: input.daily_credit_limit ?? null,
+    rateLimitRpm: input.rate_limit_rpm ?? null,
     redactedKey: generated.redacted,
     salt: generated.salt,
     hash: generated.hash,
@@ -33,6 +35,7 @@ export function apiKeyObject(record: ApiKeyRecord): Record<string, unknown> {
     name: record.name,
     environment: record.environment,
     daily_credit_limit: record.dailyCreditLimit,
+    rate_limit_rpm: record.rateLimitRpm,
     redacted_key: record.redactedKey,
     created_at: isoSeconds(record.createdAt),
     last_used_at: record.lastUsedAt ? isoSeconds(record.lastUsedAt) : null,

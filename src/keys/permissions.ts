@@ -8,7 +8,7 @@
 import type { ApiKeyRecord } from '../store/types.js';
 import type { KeyRequest } from './issue.js';
 
-export type KeyHolder = Pick<ApiKeyRecord, 'id' | 'environment' | 'dailyCreditLimit'>;
+export type KeyHolder = Pick<ApiKeyRecord, 'id' | 'environment' | 'dailyCreditLimit'> & Partial<Pick<ApiKeyRecord, 'rateLimitRpm'>>;
 
 export type Permission =
   | { allowed: true }
@@ -18,7 +18,7 @@ const ALLOWED: Permission = { allowed: true };
 
 /** An uncapped `live` key manages every key of its account. */
 export function managesAllKeys(holder: KeyHolder): boolean {
-  return holder.environment === 'live' && holder.dailyCreditLimit === null;
+  return holder.environment === 'live' && holder.dailyCreditLimit === null && (holder.rateLimitRpm ?? null) === null;
 }
 
 /** May `holder` create the key `request` asks for (defaults as the API applies them)? */
@@ -38,13 +38,21 @@ export function mayCreate(holder: KeyHolder, request: KeyRequest): Permission {
       return deny('daily_credit_limit', `This key has a daily cap of ${cap} credits, so it may create only keys capped at ${cap} or less, not ${asked}.`);
     }
   }
+  const rpm = holder.rateLimitRpm ?? null;
+  if (rpm !== null) {
+    const asked = request.rate_limit_rpm ?? null;
+    if (asked === null || asked > rpm) {
+      return deny('rate_limit_rpm', `This key allows ${rpm} requests per minute, so it may create only keys limited to ${rpm} or fewer; ` +
+        `pass "rate_limit_rpm" of at most ${rpm}.`);
+    }
+  }
   return ALLOWED;
 }
 
 /** May `holder` revoke the key `targetId`? A key may always revoke itself. */
 export function mayRevoke(holder: KeyHolder, targetId: string): Permission {
   if (targetId === holder.id || managesAllKeys(holder)) return ALLOWED;
-  const why = holder.dailyCreditLimit !== null ? 'has a daily cap' : 'is a test key';
+  const why = holder.dailyCreditLimit !== null ? 'has a daily cap' : holder.environment === 'test' ? 'is a test key' : 'has a rate limit';
   return deny('id', `This key ${why}, so it may revoke only itself. Revoke other keys with an uncapped live key.`);
 }
 

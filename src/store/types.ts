@@ -27,6 +27,8 @@ export interface ApiKeyRecord {
   name: string | null;
   environment: Environment;
   dailyCreditLimit: number | null;
+  /** Requests per minute this key may make, across every instance; null = no limit. */
+  rateLimitRpm: number | null;
   redactedKey: string;
   createdAt: Date;
   lastUsedAt: Date | null;
@@ -46,6 +48,7 @@ export interface NewApiKey {
   name: string | null;
   environment: Environment;
   dailyCreditLimit: number | null;
+  rateLimitRpm: number | null;
   redactedKey: string;
   salt: string;
   hash: string;
@@ -98,9 +101,15 @@ export interface Delivered {
   routedModel: string;
 }
 
+/**
+ * The reserving transaction's answer. `rate_limit`: the key's `rate_limit_rpm`
+ * is used up (checked first; a request counts against it only once its
+ * reservation is taken), with the seconds until one more request fits.
+ */
 export type ReserveOutcome =
   | { ok: true; amount: number; maxOutput: number }
-  | { ok: false; reason: 'insufficient_credits' | 'daily_cap'; message: string };
+  | { ok: false; reason: 'insufficient_credits' | 'daily_cap'; message: string }
+  | { ok: false; reason: 'rate_limit'; message: string; retryAfterSeconds: number };
 
 export interface SettleRequest {
   reservationId: string;

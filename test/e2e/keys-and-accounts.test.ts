@@ -17,7 +17,7 @@ interface KeyRecord {
   id: string; object: string; name: string | null; environment: string; daily_credit_limit: number | null;
   redacted_key: string; created_at: string; last_used_at: string | null; credits_spent_today: number; key?: string;
 }
-const RECORD_FIELDS = ['created_at', 'credits_spent_today', 'daily_credit_limit', 'environment', 'id', 'last_used_at', 'name', 'object', 'redacted_key'];
+const RECORD_FIELDS = ['created_at', 'credits_spent_today', 'daily_credit_limit', 'environment', 'id', 'last_used_at', 'name', 'object', 'rate_limit_rpm', 'redacted_key'];
 
 describe('GET /v1/models', () => {
   let gw: TestGateway;
@@ -142,7 +142,7 @@ describe('/v1/api-keys', () => {
     assert.match(created.key, /^svc_test_[0-9A-Za-z]{28,}$/);
     const { id: _id, key: secret, ...rest } = created;
     assert.deepEqual(rest, {
-      object: 'api_key', name: 'ci', environment: 'test', daily_credit_limit: 500,
+      object: 'api_key', name: 'ci', environment: 'test', daily_credit_limit: 500, rate_limit_rpm: null,
       redacted_key: `svc_test_…${secret.slice(-4)}`, created_at: T0, last_used_at: null, credits_spent_today: 0,
     });
   });

@@ -5,6 +5,8 @@ export const createApiKeyBody = z.object({
   name: z.string().max(200).nullish(),
   environment: z.enum(['live', 'test']).nullish(),
   daily_credit_limit: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullish(),
+  /** Requests per minute, across every instance; null or absent = no limit. */
+  rate_limit_rpm: z.number().int().min(1).max(1_000_000).nullish(),
 });
 
 export type CreateApiKeyBody = z.infer<typeof createApiKeyBody>;

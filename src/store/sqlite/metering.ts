@@ -7,6 +7,7 @@
 import type { Database } from 'better-sqlite3';
 import type { Clock } from '../../clock.js';
 import { utcDay } from '../../clock.js';
+import { admitRequest } from '../../metering/rate-limit.js';
 import type {
   Delivered, LedgerDisagreement, LedgerReport, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult,
 } from '../types.js';
@@ -33,6 +34,8 @@ interface KeyCapRow {
   lim: number | null;
   held: number;
   spent: number;
+  rpm: number | null;
+  tat: number;
 }
 
 interface ReservationRow {
@@ -64,11 +67,12 @@ function prepareStatements(db: Database) {
     expire: db.prepare(`UPDATE grants SET balance = held WHERE id = ? AND balance = ? AND held = ?`),
     spendable: db.prepare(`SELECT g.id, g.balance, g.held FROM grants g
       WHERE g.account_id = ? AND g.balance > g.held AND (g.expires_at IS NULL OR g.expires_at > ?) ${SPENDING_ORDER}`),
-    keyCap: db.prepare(`SELECT k.daily_credit_limit AS lim, k.held, COALESCE(d.spent, 0) AS spent
+    keyCap: db.prepare(`SELECT k.daily_credit_limit AS lim, k.held, COALESCE(d.spent, 0) AS spent, k.rate_limit_rpm AS rpm, k.rate_tat AS tat
       FROM api_keys k LEFT JOIN key_days d ON d.key_id = k.id AND d.day = ? WHERE k.id = ?`),
     // The cap: today's settled credits plus every hold in flight plus the new one.
     holdKey: db.prepare(`UPDATE api_keys SET held = held + @amount WHERE id = @key AND (daily_credit_limit IS NULL
       OR held + @amount + COALESCE((SELECT spent FROM key_days WHERE key_id = @key AND day = @day), 0) <= daily_credit_limit)`),
+    paceKey: db.prepare(`UPDATE api_keys SET rate_tat = @tat WHERE id = @key AND rate_tat = @was`),
     unholdKey: db.prepare(`UPDATE api_keys SET held = held - @amount WHERE id = @key AND held >= @amount`),
     ensureKeyDay: db.prepare(`INSERT OR IGNORE INTO key_days (key_id, day) VALUES (?, ?)`),
     spendKeyDay: db.prepare(`UPDATE key_days SET spent = spent + @charged WHERE key_id = @key AND day = @day
@@ -137,10 +141,14 @@ export class SqliteMetering {
       const available = grants.reduce((sum, g) => sum + g.balance - g.held, 0);
       const day = utcDay(new Date(now));
       const key = this.q.keyCap.get(day, request.keyId) as KeyCapRow;
+      // The rate limit first; a request counts against it only once its reservation is taken.
+      const pace = admitRequest(key.rpm, key.tat, now);
+      if (!pace.ok) return { ok: false, reason: 'rate_limit', message: pace.message, retryAfterSeconds: pace.retryAfterSeconds };
       const capRemaining = key.lim === null ? null : Math.max(0, key.lim - key.spent - key.held);
 
       const decision = plan({ available, capRemaining });
       if (!decision.ok) return decision;
+      if (key.rpm !== null) mustChange(this.q.paceKey.run({ tat: pace.tat, key: request.keyId, was: key.tat }), 'rate limit');
 
       this.q.insertReservation.run({
         id: request.reservationId, account: request.accountId, key: request.keyId, model: request.model,

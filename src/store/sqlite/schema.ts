@@ -125,4 +125,9 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE idempotency_keys ADD COLUMN reservation_id TEXT;
   CREATE INDEX idempotency_keys_by_age ON idempotency_keys(created_at);
   `,
+  // 3: a key's request rate limit, as GCRA's theoretical arrival time (epoch ms).
+  `
+  ALTER TABLE api_keys ADD COLUMN rate_limit_rpm INTEGER CHECK (rate_limit_rpm IS NULL OR rate_limit_rpm > 0);
+  ALTER TABLE api_keys ADD COLUMN rate_tat INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

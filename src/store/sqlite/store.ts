@@ -39,7 +39,7 @@ function isBusy(err: unknown): boolean {
 
 interface KeyRow {
   id: string; account_id: string; name: string | null; environment: 'live' | 'test';
-  daily_credit_limit: number | null; redacted_key: string; salt: string; hash: string;
+  daily_credit_limit: number | null; rate_limit_rpm: number | null; redacted_key: string; salt: string; hash: string;
   created_at: number; last_used_at: number | null; revoked_at: number | null; spent_today: number;
 }
 
@@ -139,12 +139,12 @@ export class SqliteStore implements Store {
     return this.write(() => {
       const createdAt = this.now();
       this.sql(`INSERT INTO api_keys
-        (id, account_id, name, environment, daily_credit_limit, redacted_key, salt, hash, created_at)
-        VALUES (@id, @accountId, @name, @environment, @dailyCreditLimit, @redactedKey, @salt, @hash, @createdAt)`)
+        (id, account_id, name, environment, daily_credit_limit, rate_limit_rpm, redacted_key, salt, hash, created_at)
+        VALUES (@id, @accountId, @name, @environment, @dailyCreditLimit, @rateLimitRpm, @redactedKey, @salt, @hash, @createdAt)`)
         .run({ ...key, createdAt: createdAt.getTime() });
       return {
         id: key.id, accountId: key.accountId, name: key.name, environment: key.environment,
-        dailyCreditLimit: key.dailyCreditLimit, redactedKey: key.redactedKey, createdAt,
+        dailyCreditLimit: key.dailyCreditLimit, rateLimitRpm: key.rateLimitRpm, redactedKey: key.redactedKey, createdAt,
         lastUsedAt: null, revokedAt: null, creditsSpentToday: 0,
       };
     });
@@ -320,7 +320,7 @@ const KEY_SELECT = `SELECT k.*, COALESCE(d.spent, 0) AS spent_today FROM api_key
 function toKeyRecord(row: KeyRow): ApiKeyRecord {
   return {
     id: row.id, accountId: row.account_id, name: row.name, environment: row.environment,
-    dailyCreditLimit: row.daily_credit_limit, redactedKey: row.redacted_key, createdAt: new Date(row.created_at),
+    dailyCreditLimit: row.daily_credit_limit, rateLimitRpm: row.rate_limit_rpm, redactedKey: row.redacted_key, createdAt: new Date(row.created_at),
     lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
     revokedAt: row.revoked_at === null ? null : new Date(row.revoked_at),
     creditsSpentToday: row.spent_today,
