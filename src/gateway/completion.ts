@@ -131,20 +131,13 @@ export class CompletionService {
    * A JSON completion. The upstream is streamed and gathered here, so that the
    * first-byte timeout means the same in both modes (a non-streaming upstream
    * sends no byte until it has written the whole answer). Nothing reaches the
-   * client before the end, so any failure costs nothing.
+   * client before the end, so any failure costs nothing, and a route that dies
+   * midway is followed by the next one, from the start.
    */
   async complete(admission: Admission, signal: AbortSignal, arrivedAt: number): Promise<ChatCompletion> {
     const watch = this.watch(signal, arrivedAt);
     try {
-      const { candidate, result: upstream } = await openStreamWithFailover(
-        admission.plan.candidates, this.upstreamRequest(admission), this.failoverOptions(watch.signal),
-      ).catch((err: unknown) => { throw watch.explainOpening(err); });
-      const answer = new Answer();
-      try {
-        for await (const _ of readAnswer(upstream, answer, watch, admission.maxOutput));
-      } catch (err) {
-        throw err instanceof UpstreamError ? watch.explainMidAnswer(err) : err;
-      }
+      const { candidate, answer } = await this.gatherAnswer(admission, watch);
       const tokens = this.settlement.meteredUsage(admission, answer.usage, answer.outputText);
       const svc = await this.settlement.settle(admission, [candidate], tokens, arrivedAt,
         (settledSvc) => ({ status: 200, body: this.completion(admission, answer, tokens, settledSvc) }));
@@ -154,6 +147,23 @@ export class CompletionService {
       throw err;
     } finally {
       watch.dispose();
+    }
+  }
+
+  /** The first whole answer of the routes in order; a route that fails before or during its answer hands over to the next. */
+  private async gatherAnswer(admission: Admission, watch: RequestWatch): Promise<{ candidate: Candidate; answer: Answer }> {
+    for (let candidates = admission.plan.candidates; ;) {
+      const { candidate, result: upstream } = await openStreamWithFailover(candidates, this.upstreamRequest(admission), this.failoverOptions(watch.signal))
+        .catch((err: unknown) => { throw watch.explainOpening(err); });
+      const answer = new Answer();
+      try {
+        for await (const _ of readAnswer(upstream, answer, watch, admission.maxOutput));
+        return { candidate, answer };
+      } catch (err) {
+        if (!(err instanceof UpstreamError)) throw err;
+        candidates = candidates.slice(candidates.indexOf(candidate) + 1);
+        if (watch.stopped !== null || candidates.length === 0) throw watch.explainMidAnswer(err);
+      }
     }
   }
 

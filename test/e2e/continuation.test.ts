@@ -80,6 +80,22 @@ describe('continuing an answer on another route', { timeout: 30_000 }, () => {
     assert.equal((await credits(gw, account.key)).total_credits, 10_000 - owed('one two'));
   });
 
+  it('a JSON request whose route dies midway is served whole by the next route, and pays only for that answer', async () => {
+    const { gw, upstream } = env;
+    const account = await gw.createAccount({ purchased: 10_000 });
+    upstream.reset();
+    const res = await call(gw, 'POST', '/v1/chat/completions', { key: account.key, body: { model: 'no-continuer', messages: MESSAGES } });
+    assert.equal(res.status, 200, res.text);
+    const completion = res.json as { choices: Array<{ message: { content: string } }>; usage: { prompt_tokens: number; completion_tokens: number }; svc: Svc };
+    assert.equal(completion.choices[0]!.message.content, REPLY);
+    assert.equal(completion.svc.routed_model, 'second-ok');
+    assert.deepEqual(upstream.requests.map((r) => r.model), ['first-cut', 'second-ok']);
+    // Nothing of the first reached the client: the caller pays the second route's answer, by its usage.
+    const charged = creditsFor(completion.usage.prompt_tokens, completion.usage.completion_tokens, PRICE);
+    assert.equal(completion.svc.credits_used, charged);
+    assert.equal((await credits(gw, account.key)).total_credits, 10_000 - charged);
+  });
+
   it('when the continuation fails too, ends with the error chunk and charges what was delivered', async () => {
     const { gw, upstream } = env;
     const account = await gw.createAccount({ purchased: 10_000 });

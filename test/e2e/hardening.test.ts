@@ -17,7 +17,7 @@ describe('hardening', () => {
   }, { first_byte_timeout_ms: 300 }), { reply: 'one two three four five six seven eight' });
 
   it('bills no more output than the max_tokens it sent, and no prompt far beyond its own estimate', async () => {
-    const { gw, upstream } = env;
+    const { gw } = env;
     const account = await gw.createAccount({ purchased: 100_000 });
     const res = await call(gw, 'POST', '/v1/chat/completions', {
       key: account.key, body: { model: 'svc-fast', max_tokens: 10, messages: [{ role: 'user', content: 'hello there' }] },

@@ -19,8 +19,10 @@
  *
  * Usage: input tokens are the words of the prompt, output tokens the words of
  * the reply (cut to `max_tokens` words, or at the first stop sequence). When
- * the last turn is the assistant's, the reply continues it: it starts with a
- * space, as a model continuing a word would.
+ * the last turn is the assistant's, the reply continues it: with the rest of
+ * the reply when the reply starts with that turn's text (an answer cut
+ * elsewhere and continued here), else with the whole reply after a space, as a
+ * model continuing a word would.
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -143,8 +145,7 @@ interface Answer {
 
 function answerFor(body: Record<string, unknown>, model: string, reply: string): Answer {
   const messages = Array.isArray(body.messages) ? body.messages : [];
-  const last: unknown = messages.at(-1);
-  let text = isObject(last) && last.role === 'assistant' ? ` ${reply}` : reply;
+  let text = continuationOf(reply, messages.at(-1));
   let stopReason = 'end_turn';
   let stopSequence: string | null = null;
   for (const stop of Array.isArray(body.stop_sequences) ? body.stop_sequences : []) {
@@ -167,6 +168,20 @@ function answerFor(body: Record<string, unknown>, model: string, reply: string):
     id: `msg_fake${Date.now().toString(36)}`, model, pieces, call, stopReason, stopSequence,
     usage: { input_tokens: promptWords(body), ...cache, output_tokens: output },
   };
+}
+
+/**
+ * What the reply says after a final assistant turn (a prefill): the rest of the
+ * reply when it starts with that turn's text, as a model continuing its own
+ * answer would; any other prefill, the whole reply after a space. No final
+ * assistant turn: the whole reply.
+ */
+function continuationOf(reply: string, last: unknown): string {
+  if (!isObject(last) || last.role !== 'assistant') return reply;
+  const { content } = last;
+  const blocks: unknown[] = Array.isArray(content) ? content : [{ type: 'text', text: content }];
+  const prefix = blocks.map((b) => (isObject(b) && b.type === 'text' && typeof b.text === 'string' ? b.text : '')).join('');
+  return prefix !== '' && reply.startsWith(prefix) ? reply.slice(prefix.length) : ` ${reply}`;
 }
 
 /** A model named `…tools…`, given tools, calls the first of them after a few words. */

@@ -47,6 +47,14 @@ export interface FakeUpstream {
   close(): Promise<void>;
 }
 
+export type Vendor = 'openai' | 'anthropic' | 'gemini';
+
+/** Which of the fake's three faces a request reached: Gemini's records its URL, Anthropic's carries its version header. */
+export function vendorOf(request: ReceivedRequest): Vendor {
+  if (request.url !== undefined) return 'gemini';
+  return typeof request.headers['anthropic-version'] === 'string' ? 'anthropic' : 'openai';
+}
+
 /** Words as the fake upstream counts them: runs of non-whitespace. */
 export function countWords(text: string): number {
   return text.split(/\s+/).filter((word) => word !== '').length;
