@@ -14,13 +14,15 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return group ? 0 : 2;
   }
-  const name = group === 'serve' ? 'serve' : `${group} ${action ?? ''}`.trim();
+  // One-word commands (serve, migrate) take every argument after the word.
+  const single = commands[group] !== undefined;
+  const name = single ? group : `${group} ${action ?? ''}`.trim();
   const command = commands[name];
   if (!command) {
     process.stderr.write(`svc-gateway: unknown command '${name}'\n\n${USAGE}`);
     return 2;
   }
-  const args = group === 'serve' ? [action, ...rest].filter((a): a is string => a !== undefined) : rest;
+  const args = single ? [action, ...rest].filter((a): a is string => a !== undefined) : rest;
   const { values } = parseArgs({ args, options: command.options, strict: true, allowPositionals: false });
   return command.run(values, { env: process.env, out: process.stdout, err: process.stderr });
 }

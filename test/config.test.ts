@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ConfigError, DEFAULT_CONFIG_SOURCE, loadConfig, loadConfigFile, parseConfig } from '../src/config.js';
-import { DatabaseUrlError, openStore, sqlitePath } from '../src/store/open.js';
+import { DatabaseUrlError, isPostgresUrl, openStore, sqlitePath } from '../src/store/open.js';
 import { buildProviders } from '../src/providers/registry.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-config-'));
@@ -135,6 +135,6 @@ describe('DATABASE_URL', () => {
     assert.equal(sqlitePath('postgres://localhost/x'), null);
     assert.throws(() => sqlitePath('sqlite:'), DatabaseUrlError);
     assert.throws(() => openStore('mysql://localhost/x'), /must start with sqlite: or postgres:\/\//);
-    assert.throws(() => openStore('postgres://127.0.0.1/svc'), /PostgreSQL storage is not in this version yet/);
+    assert.ok(isPostgresUrl('postgres://h/x') && isPostgresUrl('postgresql://h/x') && !isPostgresUrl('sqlite:./x.db'));
   });
 });

@@ -1,11 +1,12 @@
 /** The operator's commands; each prints text, or JSON with `--json`. */
+import { isWorker, superviseWorkers, workerCount } from './workers.js';
 import type { ParseArgsConfig } from 'node:util';
 import { buildApp } from '../app.js';
 import { isoSeconds } from '../clock.js';
 import { loadConfig } from '../config.js';
 import { apiKeyObject, issueApiKey } from '../keys/issue.js';
 import { grantObject, grantProblem } from '../metering/credits.js';
-import { DEFAULT_DATABASE_URL, openStore } from '../store/open.js';
+import { DEFAULT_DATABASE_URL, migrateDatabase, openStore } from '../store/open.js';
 import type { Store } from '../store/types.js';
 
 export class CliError extends Error {
@@ -27,11 +28,12 @@ export interface Command {
 
 export const USAGE = `Usage: svc-gateway <command> [options]
 
-  serve [--config FILE] [--port N] [--host H] [--database URL]
+  serve [--config FILE] [--port N] [--host H] [--database URL] [--workers N|auto]
   accounts create [--name N]
   credits grant --account ID --kind purchased|earned --amount N [--expires-at ISO]
   keys create --account ID [--environment live|test] [--daily-limit N] [--rate-limit RPM] [--name N]
   ledger verify
+  migrate
 
 Every command takes --database URL (else DATABASE_URL, else ${DEFAULT_DATABASE_URL})
 and --json for machine-readable output.
@@ -46,7 +48,7 @@ const common = {
 
 export const commands: Record<string, Command> = {
   serve: {
-    options: { ...common, config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' } },
+    options: { ...common, config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, workers: { type: 'string' } },
     run: serve,
   },
   'accounts create': {
@@ -104,6 +106,14 @@ export const commands: Record<string, Command> = {
       return ok ? 0 : 1;
     }),
   },
+  migrate: {
+    options: { ...common },
+    run: async (v, io) => {
+      const url = str(v.database) ?? io.env.DATABASE_URL ?? DEFAULT_DATABASE_URL;
+      const { kind, version } = await migrateDatabase(url);
+      return print(v, io, { database: kind, schema_version: version }, `${kind} database at schema version ${version}\n`);
+    },
+  },
 };
 
 async function serve(v: Values, io: Io): Promise<number> {
@@ -113,30 +123,52 @@ async function serve(v: Values, io: Io): Promise<number> {
   const port = integer(str(v.port) ?? io.env.PORT ?? '8080', '--port');
   if (port > 65_535) throw new CliError(`--port must be at most 65535, got ${port}`);
   const databaseUrl = str(v.database) ?? io.env.DATABASE_URL ?? DEFAULT_DATABASE_URL;
-  const store = openStore(databaseUrl);
+  const workers = workerCountOf(str(v.workers));
+  const host = str(v.host) ?? io.env.HOST ?? '0.0.0.0';
+  if (workers > 1 && !isWorker()) {
+    // The primary checks the config and migrates once, then only supervises.
+    await (await openStore(databaseUrl)).close();
+    io.err.write(`svc-gateway: ${workers} workers serving http://${host.replace('0.0.0.0', '127.0.0.1')}:${port} — database ${databaseUrl}\n`);
+    return superviseWorkers(workers, (line) => io.err.write(`${line}\n`));
+  }
+  const store = await openStore(databaseUrl);
   const app = await buildApp({
     config, store, env: io.env, adminToken: io.env.SVC_ADMIN_TOKEN ?? null,
     logger: { level }, defaultMetrics: true,
   });
-  const host = str(v.host) ?? io.env.HOST ?? '0.0.0.0';
   const address = await app.listen({ port, host });
+  if (isWorker()) return untilSignal(app, store);
   const providers = config.providers.map((p) => `${p.id} (${p.type})`).join(', ');
   io.err.write(`svc-gateway serving ${address.replace('0.0.0.0', '127.0.0.1')} — database ${databaseUrl}; ` +
     `models ${config.models.map((m) => m.id).join(', ')}; providers ${providers}\n` +
     'No key yet? In another terminal:\n' +
     '  npx svc-gateway accounts create --name me          # prints an account id and its first API key\n' +
     '  npx svc-gateway credits grant --account <acct_…> --kind purchased --amount 100000\n');
+  return untilSignal(app, store);
+}
+
+/** Serves until SIGINT or SIGTERM, then closes gracefully: in-flight requests finish, then the store closes. */
+function untilSignal(app: { close(): Promise<unknown> }, store: Store): Promise<number> {
   return new Promise((resolve) => {
     const stop = () => {
-      app.close().then(() => store.close()).then(() => resolve(0), () => resolve(1));
+      // A worker's channel to its primary would keep it alive: let go of it once closed.
+      app.close().then(() => store.close()).finally(() => { if (isWorker()) process.disconnect?.(); }).then(() => resolve(0), () => resolve(1));
     };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
 }
 
+function workerCountOf(value: string | undefined): number {
+  try {
+    return workerCount(value);
+  } catch (err) {
+    throw new CliError((err as Error).message);
+  }
+}
+
 async function withStore(v: Values, io: Io, run: (store: Store) => Promise<number>): Promise<number> {
-  const store = openStore(str(v.database) ?? io.env.DATABASE_URL ?? DEFAULT_DATABASE_URL);
+  const store = await openStore(str(v.database) ?? io.env.DATABASE_URL ?? DEFAULT_DATABASE_URL);
   try {
     return await run(store);
   } finally {

@@ -1,8 +1,14 @@
-/** `DATABASE_URL` → a Store. SQLite is the embedded default; PostgreSQL joins next. */
+/**
+ * `DATABASE_URL` → a Store: `sqlite:<file>` (the embedded default, one
+ * process or one machine) or `postgres://…` / `postgresql://…` (one ledger
+ * shared by every instance behind a load balancer). Opening applies the
+ * migrations the database lacks.
+ */
 import { resolve } from 'node:path';
 import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
-import { SqliteStore } from './sqlite/store.js';
+import { PostgresStore } from './postgres/store.js';
+import { openSqliteDatabase, SqliteStore } from './sqlite/store.js';
 import type { Store } from './types.js';
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/gateway.db';
@@ -20,11 +26,35 @@ export function sqlitePath(url: string): string | null {
   return path === ':memory:' ? path : resolve(path);
 }
 
-export function openStore(url: string, clock: Clock = systemClock): Store {
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//.test(url);
+}
+
+/** A malformed URL is refused at once (thrown, not rejected); connecting and migrating are awaited. */
+export function openStore(url: string, clock: Clock = systemClock): Promise<Store> {
   const path = sqlitePath(url);
-  if (path !== null) return SqliteStore.open(path, clock);
-  if (/^postgres(ql)?:\/\//.test(url)) {
-    throw new DatabaseUrlError('PostgreSQL storage is not in this version yet; use sqlite:<file> for now.');
-  }
+  if (path !== null) return Promise.resolve(SqliteStore.open(path, clock));
+  if (isPostgresUrl(url)) return PostgresStore.open(url, clock);
   throw new DatabaseUrlError(`DATABASE_URL must start with sqlite: or postgres://, got '${url}'`);
+}
+
+/** Applies the migrations a database lacks (what opening a store does) and answers its schema version. */
+export async function migrateDatabase(url: string): Promise<{ kind: Store['kind']; version: number }> {
+  const path = sqlitePath(url);
+  if (path !== null) {
+    const db = openSqliteDatabase(path);
+    try {
+      const row = db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number };
+      return { kind: 'sqlite', version: row.v };
+    } finally {
+      db.close();
+    }
+  }
+  if (!isPostgresUrl(url)) throw new DatabaseUrlError(`DATABASE_URL must start with sqlite: or postgres://, got '${url}'`);
+  const store = await PostgresStore.open(url);
+  try {
+    return { kind: 'postgres', version: await store.schemaVersion() };
+  } finally {
+    await store.close();
+  }
 }

@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { makeAccount, openTempStore, reserveFor } from '../support/store-fixture.js';
+import { makeAccount, openTempSqliteStore, reserveFor } from '../support/store-fixture.js';
 
 describe('a write lock held elsewhere', () => {
   it('is waited for asynchronously: timers keep firing, and the reservation lands once the lock is gone', { timeout: 30_000 }, async () => {
-    const t = openTempStore();
+    const t = openTempSqliteStore();
     const other = new BetterSqlite3(t.path);
     try {
       const account = await makeAccount(t.store, { purchased: 100 });

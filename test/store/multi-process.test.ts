@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { WorkerMessage, WorkerSettlement } from '../support/reserve-worker.js';
-import { makeAccount, openTempStore, type FixtureAccount, type TempStore } from '../support/store-fixture.js';
+import { makeAccount, openTempSqliteStore, type FixtureAccount, type TempSqliteStore } from '../support/store-fixture.js';
 
 const WORKERS = 4;
 const CYCLES = 50;
@@ -45,13 +45,13 @@ function startWorker(dbPath: string, account: FixtureAccount, index: number) {
 }
 
 describe('reserve and settle from several processes on one SQLite file', () => {
-  let t: TempStore;
+  let t: TempSqliteStore;
   let account: FixtureAccount;
   let results: Finished[];
   const children: ChildProcess[] = [];
 
   before(async () => {
-    t = openTempStore();
+    t = openTempSqliteStore();
     account = await makeAccount(t.store, { purchased: PURCHASED, earned: [{ amount: EARNED, expiresAt: '2099-01-01T00:00:00Z' }] });
     const workers = Array.from({ length: WORKERS }, (_, i) => startWorker(t.path, account, i));
     children.push(...workers.map((w) => w.child));

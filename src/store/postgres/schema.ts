@@ -1,0 +1,147 @@
+/**
+ * PostgreSQL schema, applied in order by version; version n here is version n
+ * of src/store/sqlite/schema.ts. Money is guarded by the same CHECKs (balances
+ * and holds never negative, a hold never past its grant's balance), and the
+ * ledger refuses UPDATE, DELETE and TRUNCATE (statement triggers, so even a
+ * statement that matches no row is refused). Times are BIGINT epoch
+ * milliseconds, as in SQLite, so both stores share every line above them.
+ *
+ * Differences that PostgreSQL asks for: `seq` is an identity column;
+ * `api_keys.seq` stands in for SQLite's rowid (keys created in the same
+ * millisecond list newest first); a few indexes serve `verifyLedger` and the
+ * sweeper; and `rate_tat` is DOUBLE PRECISION, because GCRA's theoretical
+ * arrival time moves by 60000 / rpm ms, which is rarely a whole number (SQLite
+ * keeps such a value as REAL in its INTEGER column).
+ */
+export const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE accounts (
+    id          TEXT PRIMARY KEY,
+    name        TEXT,
+    created_at  BIGINT NOT NULL
+  );
+
+  CREATE TABLE grants (
+    id          TEXT PRIMARY KEY,
+    account_id  TEXT NOT NULL REFERENCES accounts(id),
+    kind        TEXT NOT NULL CHECK (kind IN ('earned', 'purchased')),
+    amount      BIGINT NOT NULL CHECK (amount > 0),
+    balance     BIGINT NOT NULL CHECK (balance >= 0),
+    held        BIGINT NOT NULL DEFAULT 0 CHECK (held >= 0 AND held <= balance),
+    expires_at  BIGINT,
+    created_at  BIGINT NOT NULL,
+    CHECK ((kind = 'earned') = (expires_at IS NOT NULL))
+  );
+  CREATE INDEX grants_by_account ON grants(account_id, kind, expires_at);
+
+  CREATE TABLE ledger (
+    seq             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    account_id      TEXT NOT NULL REFERENCES accounts(id),
+    grant_id        TEXT REFERENCES grants(id),
+    entry           TEXT NOT NULL CHECK (entry IN ('grant', 'charge', 'expire', 'shortfall')),
+    amount          BIGINT NOT NULL,
+    reservation_id  TEXT,
+    shortfall       BIGINT NOT NULL DEFAULT 0 CHECK (shortfall >= 0),
+    created_at      BIGINT NOT NULL,
+    CHECK ((entry = 'shortfall') = (grant_id IS NULL))
+  );
+  CREATE INDEX ledger_by_grant ON ledger(grant_id);
+  CREATE INDEX ledger_by_reservation ON ledger(reservation_id);
+  CREATE FUNCTION ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'the ledger is append-only'; END $$;
+  CREATE TRIGGER ledger_no_change BEFORE UPDATE OR DELETE OR TRUNCATE ON ledger
+    FOR EACH STATEMENT EXECUTE FUNCTION ledger_append_only();
+
+  CREATE TABLE api_keys (
+    id                  TEXT PRIMARY KEY,
+    seq                 BIGINT GENERATED ALWAYS AS IDENTITY,
+    account_id          TEXT NOT NULL REFERENCES accounts(id),
+    name                TEXT,
+    environment         TEXT NOT NULL CHECK (environment IN ('live', 'test')),
+    daily_credit_limit  BIGINT CHECK (daily_credit_limit IS NULL OR daily_credit_limit >= 0),
+    redacted_key        TEXT NOT NULL,
+    salt                TEXT NOT NULL,
+    hash                TEXT NOT NULL,
+    created_at          BIGINT NOT NULL,
+    last_used_at        BIGINT,
+    revoked_at          BIGINT,
+    -- Credits held by this key's reservations in flight, whatever day they were taken.
+    held                BIGINT NOT NULL DEFAULT 0 CHECK (held >= 0)
+  );
+  CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at);
+
+  -- Per key and UTC day: credits settled that day. The daily cap holds on this
+  -- day's spent plus the key's holds in flight (api_keys.held).
+  CREATE TABLE key_days (
+    key_id  TEXT NOT NULL REFERENCES api_keys(id),
+    day     TEXT NOT NULL,
+    spent   BIGINT NOT NULL DEFAULT 0 CHECK (spent >= 0),
+    PRIMARY KEY (key_id, day)
+  );
+
+  CREATE TABLE reservations (
+    id           TEXT PRIMARY KEY,
+    account_id   TEXT NOT NULL REFERENCES accounts(id),
+    key_id       TEXT NOT NULL REFERENCES api_keys(id),
+    model        TEXT NOT NULL,
+    amount       BIGINT NOT NULL CHECK (amount >= 0),
+    day          TEXT NOT NULL,
+    -- released: let go at no charge; lapsed: released by a sweeper after its lease passed,
+    -- and still settled (late, from free credits) if its request ends after all.
+    state        TEXT NOT NULL CHECK (state IN ('held', 'settled', 'released', 'lapsed')),
+    charged      BIGINT NOT NULL DEFAULT 0 CHECK (charged >= 0),
+    lease_until  BIGINT NOT NULL,
+    created_at   BIGINT NOT NULL,
+    closed_at    BIGINT
+  );
+  CREATE INDEX reservations_held ON reservations(lease_until) WHERE state = 'held';
+  CREATE INDEX reservations_held_by_key ON reservations(key_id) WHERE state = 'held';
+
+  CREATE TABLE reservation_holds (
+    reservation_id  TEXT NOT NULL REFERENCES reservations(id),
+    grant_id        TEXT NOT NULL REFERENCES grants(id),
+    amount          BIGINT NOT NULL CHECK (amount > 0),
+    PRIMARY KEY (reservation_id, grant_id)
+  );
+  CREATE INDEX reservation_holds_by_grant ON reservation_holds(grant_id);
+
+  CREATE TABLE completions (
+    reservation_id     TEXT PRIMARY KEY REFERENCES reservations(id),
+    account_id         TEXT NOT NULL REFERENCES accounts(id),
+    key_id             TEXT NOT NULL REFERENCES api_keys(id),
+    model              TEXT NOT NULL,
+    routed_model       TEXT NOT NULL,
+    prompt_tokens      BIGINT NOT NULL CHECK (prompt_tokens >= 0),
+    completion_tokens  BIGINT NOT NULL CHECK (completion_tokens >= 0),
+    credits            BIGINT NOT NULL CHECK (credits >= 0),
+    settled_at         BIGINT NOT NULL
+  );
+  CREATE INDEX completions_by_account ON completions(account_id, settled_at);
+
+  CREATE TABLE idempotency_keys (
+    account_id   TEXT NOT NULL REFERENCES accounts(id),
+    key          TEXT NOT NULL,
+    fingerprint  TEXT NOT NULL,
+    state        TEXT NOT NULL CHECK (state IN ('running', 'done')),
+    status       INTEGER,
+    body         TEXT,
+    created_at   BIGINT NOT NULL,
+    PRIMARY KEY (account_id, key)
+  );
+  `,
+  // 2: a claim's liveness follows its reservation; a reservation records what it delivered.
+  `
+  ALTER TABLE reservations ADD COLUMN idempotency_key TEXT;
+  ALTER TABLE reservations ADD COLUMN delivered_credits BIGINT NOT NULL DEFAULT 0 CHECK (delivered_credits >= 0);
+  ALTER TABLE reservations ADD COLUMN delivered_prompt_tokens BIGINT NOT NULL DEFAULT 0 CHECK (delivered_prompt_tokens >= 0);
+  ALTER TABLE reservations ADD COLUMN delivered_completion_tokens BIGINT NOT NULL DEFAULT 0 CHECK (delivered_completion_tokens >= 0);
+  ALTER TABLE reservations ADD COLUMN routed_model TEXT;
+  ALTER TABLE idempotency_keys ADD COLUMN reservation_id TEXT;
+  CREATE INDEX idempotency_keys_by_age ON idempotency_keys(created_at);
+  `,
+  // 3: a key's request rate limit, as GCRA's theoretical arrival time (epoch ms).
+  `
+  ALTER TABLE api_keys ADD COLUMN rate_limit_rpm INTEGER NULL CHECK (rate_limit_rpm IS NULL OR rate_limit_rpm > 0);
+  ALTER TABLE api_keys ADD COLUMN rate_tat DOUBLE PRECISION NOT NULL DEFAULT 0;
+  `,
+];
