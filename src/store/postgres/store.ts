@@ -14,35 +14,13 @@ import type {
   Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LedgerReport, NewApiKey, ReservationPlanner,
   ReserveOutcome, ReserveRequest, SettleRequest, SettleResult, Store, StoredApiKey, UsageQuery, UsageRow,
 } from '../types.js';
+import { IDEMPOTENCY_WINDOW_MS, judgeClaim, toKeyRecord, type ClaimRow, type KeyRow } from '../rows.js';
 import { createPool, inTransaction, migrate, schemaVersion, type PoolOptions } from './database.js';
 import { verifyLedger } from './ledger.js';
 import { PostgresMetering } from './metering.js';
 
-const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
-/**
- * A claim lives as long as its reservation is held. Before it has one (the
- * moments between claiming and reserving), it is live for this long; older, its
- * process died before reserving.
- */
-const CLAIM_UNRESERVED_MS = 60_000;
 const PRUNE_BATCH = 1000;
 const TOUCH_EVERY_MS = 60_000;
-
-interface KeyRow {
-  id: string; account_id: string; name: string | null; environment: 'live' | 'test';
-  daily_credit_limit: number | null; rate_limit_rpm: number | null; redacted_key: string; salt: string; hash: string;
-  created_at: number; last_used_at: number | null; revoked_at: number | null; spent_today: number;
-}
-
-interface ClaimRow {
-  fingerprint: string;
-  state: 'running' | 'done';
-  status: number | null;
-  body: string | null;
-  created_at: number;
-  reservation_id: string | null;
-  reservation_state: 'held' | 'settled' | 'released' | 'lapsed' | null;
-}
 
 const KEY_SELECT = `SELECT k.id, k.account_id, k.name, k.environment, k.daily_credit_limit, k.rate_limit_rpm, k.redacted_key,
     k.salt, k.hash, k.created_at, k.last_used_at, k.revoked_at, COALESCE(d.spent, 0) AS spent_today
@@ -250,33 +228,4 @@ export class PostgresStore implements Store {
   private today(): string {
     return utcDay(this.now());
   }
-}
-
-/**
- * What an existing claim means now (as on SQLite). Past 24 h it is gone. A
- * running claim is as alive as its reservation: held → still running; settled
- * without a stored response → its process died after delivering (the sweeper
- * charged that), so it is not run again; released or lapsed with nothing
- * charged → free to retry.
- */
-function judgeClaim(row: ClaimRow, now: number): 'stale' | 'done' | 'running' | 'interrupted' {
-  if (row.created_at < now - IDEMPOTENCY_WINDOW_MS) return 'stale';
-  if (row.state === 'done') return 'done';
-  if (row.reservation_id === null) return row.created_at >= now - CLAIM_UNRESERVED_MS ? 'running' : 'stale';
-  switch (row.reservation_state) {
-    case 'held': return 'running';
-    case 'settled': return 'interrupted';
-    default: return 'stale';
-  }
-}
-
-function toKeyRecord(row: KeyRow): ApiKeyRecord {
-  return {
-    id: row.id, accountId: row.account_id, name: row.name, environment: row.environment,
-    dailyCreditLimit: row.daily_credit_limit, rateLimitRpm: row.rate_limit_rpm, redactedKey: row.redacted_key,
-    createdAt: new Date(row.created_at),
-    lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
-    revokedAt: row.revoked_at === null ? null : new Date(row.revoked_at),
-    creditsSpentToday: row.spent_today,
-  };
 }

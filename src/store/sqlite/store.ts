@@ -15,16 +15,10 @@ import type {
   Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LedgerReport, NewApiKey, ReservationPlanner,
   ReserveOutcome, ReserveRequest, SettleRequest, SettleResult, Store, StoredApiKey, UsageQuery, UsageRow,
 } from '../types.js';
+import { IDEMPOTENCY_WINDOW_MS, judgeClaim, toKeyRecord, type ClaimRow, type KeyRow } from '../rows.js';
 import { SqliteMetering } from './metering.js';
 import { MIGRATIONS } from './schema.js';
 
-const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
-/**
- * A claim lives as long as its reservation is held. Before it has one (the
- * moments between claiming and reserving), it is live for this long; older, its
- * process died before reserving.
- */
-const CLAIM_UNRESERVED_MS = 60_000;
 const PRUNE_BATCH = 1000;
 const TOUCH_EVERY_MS = 60_000;
 /** How long one write waits synchronously for another process's lock, then in total with async retries. */
@@ -35,12 +29,6 @@ const BUSY_BACKOFF_MAX_MS = 100;
 function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
-}
-
-interface KeyRow {
-  id: string; account_id: string; name: string | null; environment: 'live' | 'test';
-  daily_credit_limit: number | null; rate_limit_rpm: number | null; redacted_key: string; salt: string; hash: string;
-  created_at: number; last_used_at: number | null; revoked_at: number | null; spent_today: number;
 }
 
 export function openSqliteDatabase(path: string): Database {
@@ -287,42 +275,5 @@ export class SqliteStore implements Store {
   }
 }
 
-interface ClaimRow {
-  fingerprint: string;
-  state: 'running' | 'done';
-  status: number | null;
-  body: string | null;
-  created_at: number;
-  reservation_id: string | null;
-  reservation_state: 'held' | 'settled' | 'released' | 'lapsed' | null;
-}
-
-/**
- * What an existing claim means now. Past 24 h it is gone. A running claim is as
- * alive as its reservation: held → still running; settled without a stored
- * response → its process died after delivering (the sweeper charged that), so it
- * is not run again; released or lapsed with nothing charged → free to retry.
- */
-function judgeClaim(row: ClaimRow, now: number): 'stale' | 'done' | 'running' | 'interrupted' {
-  if (row.created_at < now - IDEMPOTENCY_WINDOW_MS) return 'stale';
-  if (row.state === 'done') return 'done';
-  if (row.reservation_id === null) return row.created_at >= now - CLAIM_UNRESERVED_MS ? 'running' : 'stale';
-  switch (row.reservation_state) {
-    case 'held': return 'running';
-    case 'settled': return 'interrupted';
-    default: return 'stale';
-  }
-}
-
 const KEY_SELECT = `SELECT k.*, COALESCE(d.spent, 0) AS spent_today FROM api_keys k
   LEFT JOIN key_days d ON d.key_id = k.id AND d.day = @day`;
-
-function toKeyRecord(row: KeyRow): ApiKeyRecord {
-  return {
-    id: row.id, accountId: row.account_id, name: row.name, environment: row.environment,
-    dailyCreditLimit: row.daily_credit_limit, rateLimitRpm: row.rate_limit_rpm, redactedKey: row.redacted_key, createdAt: new Date(row.created_at),
-    lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
-    revokedAt: row.revoked_at === null ? null : new Date(row.revoked_at),
-    creditsSpentToday: row.spent_today,
-  };
-}
