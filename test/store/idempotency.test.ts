@@ -45,6 +45,25 @@ forEachBackend('store idempotency', (backend) => {
       assert.deepEqual(await t.store.claimIdempotencyKey(a.accountId, 'k', 'f'), { state: 'running' });
     });
 
+    it('a claim read while its reservation is being linked is running, never stale (other connections)', async () => {
+      // Found by running the end-to-end suite on PostgreSQL: a copy whose claim waited on the row
+      // lock of the reserving transaction saw the link but not the reservation, judged the claim
+      // stale, and ran the request a second time.
+      const a = await makeAccount(t.store, { purchased: 10_000 });
+      const others = await Promise.all([1, 2, 3].map(() => t.openAnother(clock)));
+      for (let round = 0; round < 10; round++) {
+        const key = `race-${round}`;
+        assert.deepEqual(await t.store.claimIdempotencyKey(a.accountId, key, 'f'), { state: 'claimed' });
+        const [reserved, ...claims] = await Promise.all([
+          reserveFor(t.store, a, 10, { idempotencyKey: key }),
+          ...others.flatMap((o) => [o.claimIdempotencyKey(a.accountId, key, 'f'), o.claimIdempotencyKey(a.accountId, key, 'f')]),
+        ]);
+        assert.equal(reserved.outcome.ok, true);
+        assert.deepEqual(claims, claims.map(() => ({ state: 'running' })), `round ${round}`);
+        await t.store.release(reserved.id);
+      }
+    });
+
     it('stores the response in the settling transaction, built from the settled result', async () => {
       const a = await makeAccount(t.store, { purchased: 100 });
       await t.store.claimIdempotencyKey(a.accountId, 'k', 'f');

@@ -189,12 +189,16 @@ export class PostgresStore implements Store {
         const inserted = await c.query(`INSERT INTO idempotency_keys (account_id, key, fingerprint, state, created_at, reservation_id)
           VALUES ($1, $2, $3, 'running', $4, NULL) ON CONFLICT (account_id, key) DO NOTHING`, [accountId, key, fingerprint, now]);
         if (inserted.rowCount === 1) return { state: 'claimed' };
-        const { rows } = await c.query<ClaimRow>(`SELECT i.fingerprint, i.state, i.status, i.body, i.created_at, i.reservation_id,
-            r.state AS reservation_state
-          FROM idempotency_keys i LEFT JOIN reservations r ON r.id = i.reservation_id
-          WHERE i.account_id = $1 AND i.key = $2 FOR UPDATE OF i`, [accountId, key]);
-        const row = rows[0];
-        if (!row) continue; // deleted since the INSERT looked: try again
+        // The claim is locked first and its reservation read by a statement of its own: under READ
+        // COMMITTED a statement that waited for the lock re-reads the locked row but not a row it
+        // joins, so a claim linked to its reservation meanwhile would seem to have none (stale).
+        const { rows } = await c.query<Omit<ClaimRow, 'reservation_state'>>(`SELECT fingerprint, state, status, body, created_at,
+            reservation_id FROM idempotency_keys WHERE account_id = $1 AND key = $2 FOR UPDATE`, [accountId, key]);
+        const claim = rows[0];
+        if (!claim) continue; // deleted since the INSERT looked: try again
+        const reservation = claim.reservation_id === null ? undefined
+          : (await c.query<{ state: ClaimRow['reservation_state'] }>('SELECT state FROM reservations WHERE id = $1', [claim.reservation_id])).rows[0];
+        const row: ClaimRow = { ...claim, reservation_state: reservation?.state ?? null };
         const seen = judgeClaim(row, now);
         if (seen === 'stale') {
           await c.query(`UPDATE idempotency_keys SET fingerprint = $3, state = 'running', status = NULL, body = NULL,
