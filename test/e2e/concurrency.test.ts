@@ -5,7 +5,6 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import BetterSqlite3 from 'better-sqlite3';
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import { creditsFor } from '../../src/metering/pricing.js';
 import { countPromptTokens, countTextTokens } from '../../src/metering/tokens.js';
@@ -122,23 +121,21 @@ describe('200 concurrent completions on an account that affords only some', () =
   });
 
   it('ledger verify (the CLI) is clean, and reports a balance tampered with', async () => {
-    const clean = await ledgerVerifyCli(gw.dbPath);
+    const clean = await ledgerVerifyCli(gw.databaseUrl);
     assert.equal(clean.code, 0, clean.stderr);
     const report = JSON.parse(clean.stdout) as { ok: boolean; accounts: number; disagreements: unknown[] };
     assert.deepEqual([report.ok, report.accounts, report.disagreements], [true, 2, []]);
 
-    const raw = new BetterSqlite3(gw.dbPath);
-    try {
-      const grant = raw.prepare(`SELECT id, balance FROM grants WHERE kind = 'purchased' ORDER BY created_at LIMIT 1`).get() as { id: string; balance: number };
-      raw.prepare('UPDATE grants SET balance = balance + 5 WHERE id = ?').run(grant.id);
-      const tampered = await ledgerVerifyCli(gw.dbPath);
+    {
+      const [grant] = await gw.rows<{ id: string; balance: number }>(`SELECT id, balance FROM grants WHERE kind = 'purchased' ORDER BY created_at LIMIT 1`);
+      assert.ok(grant);
+      await gw.exec('UPDATE grants SET balance = balance + 5 WHERE id = ?', grant.id);
+      const tampered = await ledgerVerifyCli(gw.databaseUrl);
       assert.equal(tampered.code, 1, tampered.stderr);
       const bad = JSON.parse(tampered.stdout) as { ok: boolean; disagreements: Array<{ subject: string; field: string; stored: number; recomputed: number }> };
       assert.equal(bad.ok, false);
       assert.deepEqual(bad.disagreements.map((d) => [d.subject, d.field, d.stored, d.recomputed]),
         [[grant.id, 'balance', grant.balance + 5, grant.balance]]);
-    } finally {
-      raw.close();
     }
   });
 });
@@ -224,14 +221,9 @@ describe('earned credits through HTTP', () => {
     assert.deepEqual([last.svc.credits_used, last.svc.balance_remaining], [4, 96]);
     assert.equal((await credits(gw, account.key)).purchased_credits.balance, 96);
 
-    const raw = new BetterSqlite3(gw.dbPath, { readonly: true });
-    try {
-      const expiries = raw.prepare(`SELECT amount FROM ledger WHERE account_id = ? AND entry = 'expire'`).all(account.accountId);
-      assert.deepEqual(expiries, [{ amount: -6 }]);
-    } finally {
-      raw.close();
-    }
-    assert.equal((await ledgerVerifyCli(gw.dbPath)).code, 0);
+    const expiries = await gw.rows(`SELECT amount FROM ledger WHERE account_id = ? AND entry = 'expire'`, account.accountId);
+    assert.deepEqual(expiries, [{ amount: -6 }]);
+    assert.equal((await ledgerVerifyCli(gw.databaseUrl)).code, 0);
   });
 
   it('held before expiry are settled from even when the request ends after it', async () => {

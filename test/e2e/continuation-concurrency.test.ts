@@ -47,6 +47,6 @@ describe('continued answers, many at once', { timeout: 60_000 }, () => {
     assert.equal(after.reserved_credits, 0);
     assert.ok(after.total_credits >= 0);
     assert.equal(start - after.total_credits, ok.length * owed, 'the balance dropped by exactly what was charged');
-    assert.equal((await ledgerVerifyCli(gw.dbPath)).code, 0);
+    assert.equal((await ledgerVerifyCli(gw.databaseUrl)).code, 0);
   });
 });

@@ -156,7 +156,7 @@ describe('continuing a cut answer on another vendor', { timeout: 60_000 }, () =>
   });
 
   it('leaves the ledger clean', async () => {
-    const result = await ledgerVerifyCli(env.gw.dbPath);
+    const result = await ledgerVerifyCli(env.gw.databaseUrl);
     assert.equal(result.code, 0, result.stdout + result.stderr);
   });
 });

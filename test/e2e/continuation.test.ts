@@ -130,6 +130,6 @@ describe('continuing an answer on another route', { timeout: 30_000 }, () => {
   });
 
   it('leaves the ledger clean', async () => {
-    assert.equal((await ledgerVerifyCli(env.gw.dbPath)).code, 0);
+    assert.equal((await ledgerVerifyCli(env.gw.databaseUrl)).code, 0);
   });
 });

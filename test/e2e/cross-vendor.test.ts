@@ -272,7 +272,7 @@ describe('across vendors', { timeout: 120_000 }, () => {
   }
 
   it('leaves the ledger clean', async () => {
-    const result = await ledgerVerifyCli(env.gw.dbPath);
+    const result = await ledgerVerifyCli(env.gw.databaseUrl);
     assert.equal(result.code, 0, result.stdout + result.stderr);
   });
 });

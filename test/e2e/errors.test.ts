@@ -146,7 +146,7 @@ describe('errors', () => {
       assert.equal(err.headers?.get('x-should-retry'), 'false');
       assert.equal(counter.calls(), 1);
       assert.equal(upstream.requests.length, 0);
-      assert.deepEqual(queryDb(gw.dbPath, 'SELECT id FROM reservations WHERE account_id = ?', accountId), []);
+      assert.deepEqual(await queryDb(gw, 'SELECT id FROM reservations WHERE account_id = ?', accountId), []);
       assert.equal((await credits(gw, key)).reserved_credits, 0);
     });
   });

@@ -147,7 +147,7 @@ for (const file of EXAMPLES) {
     }
 
     it('leaves the ledger clean', async () => {
-      const result = await ledgerVerifyCli(gw.dbPath);
+      const result = await ledgerVerifyCli(gw.databaseUrl);
       assert.equal(result.code, 0, result.stdout + result.stderr);
     });
   });

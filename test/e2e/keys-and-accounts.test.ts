@@ -263,25 +263,39 @@ describe('key secrets at rest and in logs', () => {
       assert.equal((await call(gw, 'POST', '/v1/chat/completions', { key: harness.key, body: { model: harness.key, messages: [{ role: 'user', content: 'Hi' }] } })).status, 404);
       assert.equal((await call(gw, 'PUT', `/v1/models/${harness.key}`, { key: harness.key })).status, 405);
 
-      const assertClean = (when: string) => {
-        const dir = dirname(gw.dbPath);
-        const files = readdirSync(dir).map((f) => join(dir, f));
-        assert.ok(files.some((f) => f.endsWith('-wal')), `no WAL file among ${files.join(', ')}`);
-        // The key records themselves are there, so these are the bytes that hold them.
-        assert.ok(files.some((f) => readFileSync(f).indexOf(harness.keyId) !== -1), `${when}: no key record found`);
-        for (const file of files) {
-          const bytes = readFileSync(file);
-          for (const secret of secrets) {
-            assert.equal(bytes.indexOf(secret), -1, `${when}: secret in ${file}`);
-            assert.equal(bytes.indexOf(secret.slice(-32)), -1, `${when}: random part in ${file}`);
+      if (gw.backend === 'sqlite') {
+        const path = gw.databaseUrl.slice('sqlite:'.length);
+        const assertClean = (when: string) => {
+          const dir = dirname(path);
+          const files = readdirSync(dir).map((f) => join(dir, f));
+          assert.ok(files.some((f) => f.endsWith('-wal')), `no WAL file among ${files.join(', ')}`);
+          // The key records themselves are there, so these are the bytes that hold them.
+          assert.ok(files.some((f) => readFileSync(f).indexOf(harness.keyId) !== -1), `${when}: no key record found`);
+          for (const file of files) {
+            const bytes = readFileSync(file);
+            for (const secret of secrets) {
+              assert.equal(bytes.indexOf(secret), -1, `${when}: secret in ${file}`);
+              assert.equal(bytes.indexOf(secret.slice(-32)), -1, `${when}: random part in ${file}`);
+            }
           }
+        };
+        assertClean('before checkpoint');
+        const db = new BetterSqlite3(path);
+        db.pragma('wal_checkpoint(PASSIVE)');
+        db.close();
+        assertClean('after checkpoint');
+      } else {
+        // PostgreSQL's files are the server's: read every row of every table instead.
+        const tables = await gw.rows<{ name: string }>(`SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()`);
+        const dump: string[] = [];
+        for (const { name } of tables) dump.push(JSON.stringify(await gw.rows(`SELECT * FROM ${name}`)));
+        const text = dump.join('\n');
+        assert.ok(text.includes(harness.keyId), 'no key record found');
+        for (const secret of secrets) {
+          assert.ok(!text.includes(secret), 'secret in the database');
+          assert.ok(!text.includes(secret.slice(-32)), 'random part in the database');
         }
-      };
-      assertClean('before checkpoint');
-      const db = new BetterSqlite3(gw.dbPath);
-      db.pragma('wal_checkpoint(PASSIVE)');
-      db.close();
-      assertClean('after checkpoint');
+      }
 
       const logs = gw.logs.join('\n');
       assert.ok(gw.logs.length > 0);

@@ -8,12 +8,11 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import BetterSqlite3 from 'better-sqlite3';
 import { countPromptTokens, countTextTokens } from '../../src/metering/tokens.js';
 import { creditsFor } from '../../src/metering/pricing.js';
 import type { SettleRequest, Store } from '../../src/store/types.js';
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.js';
-import { fakeUpstreamConfig, startGateway, type TestGateway } from '../support/gateway.js';
+import { fakeUpstreamConfig, holdDatabase, startGateway, type TestGateway } from '../support/gateway.js';
 import { call, credits, parseSse, queryDb } from '../support/e2e.js';
 import { ledgerVerifyCli, waitFor } from '../support/e2e-helpers.js';
 
@@ -81,7 +80,7 @@ describe('a settlement the database refuses', { timeout: 30_000 }, () => {
       assert.equal(content, 'one two three four five six seven eight nine ten', 'the client got the whole answer');
       assert.equal(chunks.at(-1)?.error?.code, 'internal_error', 'then an error chunk: the gateway could not settle');
       const [reservation] = await waitFor(
-        async () => queryDb<{ state: string; charged: number }>(gw.dbPath, 'SELECT state, charged FROM reservations'),
+        async () => await queryDb<{ state: string; charged: number }>(gw, 'SELECT state, charged FROM reservations'),
         (rows) => rows[0]?.state !== 'held', 'the sweeper to close the reservation',
       );
       // Charged for the prompt and what was delivered, as a client that cut the stream would be.
@@ -89,24 +88,12 @@ describe('a settlement the database refuses', { timeout: 30_000 }, () => {
       assert.deepEqual(reservation, { state: 'settled', charged: delivered });
       const after = await credits(gw, account.key);
       assert.deepEqual([after.total_credits, after.reserved_credits], [10_000 - delivered, 0]);
-      assert.equal((await ledgerVerifyCli(gw.dbPath)).code, 0);
+      assert.equal((await ledgerVerifyCli(gw.databaseUrl)).code, 0);
     } finally {
       await gw.close();
     }
   });
 });
-
-/** Holds SQLite's write lock from another connection, as another process would. */
-function holdWriteLock(dbPath: string): { release(): void } {
-  const raw = new BetterSqlite3(dbPath);
-  raw.exec('BEGIN IMMEDIATE');
-  return {
-    release() {
-      raw.exec('COMMIT');
-      raw.close();
-    },
-  };
-}
 
 describe('while the database is busy', { timeout: 30_000 }, () => {
   let upstream: FakeUpstream;
@@ -132,7 +119,7 @@ describe('while the database is busy', { timeout: 30_000 }, () => {
 
   it('a client that leaves while its Idempotency-Key claim waits is neither served nor charged', async () => {
     const account = await warmAccount();
-    const lock = holdWriteLock(gw.dbPath);
+    const lock = await holdDatabase(gw);
     const leaving = new AbortController();
     const sent = fetch(`${gw.baseURL}/chat/completions`, {
       method: 'POST', signal: leaving.signal,
@@ -143,9 +130,9 @@ describe('while the database is busy', { timeout: 30_000 }, () => {
     leaving.abort();
     await sent;
     await sleep(100);
-    lock.release();
+    await lock.release();
     // The claim is taken once the lock is free, then let go: the client is gone.
-    await waitFor(async () => queryDb(gw.dbPath, "SELECT 1 FROM idempotency_keys WHERE key = 'left-early' AND state = 'running'"),
+    await waitFor(async () => await queryDb(gw, "SELECT 1 FROM idempotency_keys WHERE key = 'left-early' AND state = 'running'"),
       (rows) => rows.length === 0, 'the claim to be settled or let go');
     await sleep(200);
     assert.equal(upstream.requests.length, 0, 'no upstream call for a client that left');
@@ -154,13 +141,13 @@ describe('while the database is busy', { timeout: 30_000 }, () => {
 
   it('counts a request against limits.max_in_flight before its first wait on the database', async () => {
     const account = await warmAccount();
-    const lock = holdWriteLock(gw.dbPath);
+    const lock = await holdDatabase(gw);
     const send = (key: string) => call(gw, 'POST', '/v1/chat/completions', {
       key: account.key, headers: { 'idempotency-key': key }, body: { model: 'svc-fast', messages: MESSAGES },
     });
     const both = Promise.all([send('first'), send('second')]);
     await sleep(300);
-    lock.release();
+    await lock.release();
     const statuses = (await both).map((r) => r.status).sort();
     assert.deepEqual(statuses, [200, 503]);
     assert.equal(upstream.requests.length, 1);

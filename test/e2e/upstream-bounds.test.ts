@@ -119,7 +119,7 @@ function useGateway(configure: (upstreamUrl: string) => unknown): Env {
 
 function ledgerVerifies(env: Env): void {
   it('leaves a ledger that `ledger verify` accepts', BOUND, async () => {
-    const result = await ledgerVerifyCli(env.gw.dbPath);
+    const result = await ledgerVerifyCli(env.gw.databaseUrl);
     assert.equal(result.code, 0, `${result.stdout}\n${result.stderr}`);
   });
 }

@@ -209,7 +209,7 @@ describe('probes', () => {
     assert.deepEqual([health.status, health.json], [200, { status: 'ok' }]);
     assert.match(health.headers.get('x-request-id') ?? '', /^req_/);
     const ready = await call(gw, 'GET', '/readyz');
-    assert.deepEqual([ready.status, ready.json], [200, { status: 'ready', database: 'sqlite' }]);
+    assert.deepEqual([ready.status, ready.json], [200, { status: 'ready', database: gw.backend }]);
   });
 
   it('serves Prometheus text with the svc_ metrics', async () => {

@@ -83,10 +83,11 @@ export interface CliResult {
   stderr: string;
 }
 
-/** `svc-gateway ledger verify --database sqlite:<file> --json`, run as its own process. */
-export function ledgerVerifyCli(dbPath: string): Promise<CliResult> {
+/** `svc-gateway ledger verify --database <url> --json`, run as its own process; a bare path means an SQLite file. */
+export function ledgerVerifyCli(database: string): Promise<CliResult> {
+  const url = /^(sqlite:|postgres(ql)?:)/.test(database) ? database : `sqlite:${database}`;
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', 'src/main.ts', 'ledger', 'verify', '--database', `sqlite:${dbPath}`, '--json'],
+    execFile(process.execPath, ['--import', 'tsx', 'src/main.ts', 'ledger', 'verify', '--database', url, '--json'],
       { cwd: ROOT }, (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
         resolve({ code, stdout, stderr });

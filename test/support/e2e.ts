@@ -1,10 +1,9 @@
 /**
  * Helpers for the end-to-end tests: raw HTTP calls for what the openai SDK
  * has no method for, the OpenAI error shape, SSE parsing, typed response
- * bodies, and a read-only look into the gateway's SQLite file.
+ * bodies, and a look into the gateway's database.
  */
 import assert from 'node:assert/strict';
-import BetterSqlite3 from 'better-sqlite3';
 import type { TestGateway } from './gateway.js';
 import type { Svc } from '../../src/gateway/chat-types.js';
 
@@ -140,14 +139,9 @@ export function aliasesConfig(
   };
 }
 
-/** Runs a read-only query on the gateway's SQLite file (a second connection; WAL lets it read). */
-export function queryDb<T>(dbPath: string, sql: string, ...params: unknown[]): T[] {
-  const db = new BetterSqlite3(dbPath, { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare(sql).all(...params) as T[];
-  } finally {
-    db.close();
-  }
+/** Runs a query on the gateway's database from a second connection (`?` placeholders on both backends). */
+export function queryDb<T>(gw: Pick<TestGateway, 'rows'>, sql: string, ...params: unknown[]): Promise<T[]> {
+  return gw.rows<T>(sql, ...params);
 }
 
 /** A `fetch` that counts the calls it passes on, for the SDK's `fetch` option. */

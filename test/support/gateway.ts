@@ -1,21 +1,30 @@
 /**
- * Starts a real gateway for a test: a fresh SQLite file, the app listening on
- * an ephemeral port, logs captured, and helpers to make accounts and keys.
+ * Starts a real gateway for a test: a fresh database, the app listening on an
+ * ephemeral port, logs captured, and helpers to make accounts and keys.
+ *
+ * The database is a fresh SQLite file, or, when the run was started with
+ * SVC_E2E_BACKEND=postgres (`npm test` does so for a second pass over the
+ * end-to-end suite whenever SVC_TEST_POSTGRES_URL names a server), a fresh
+ * PostgreSQL schema: every end-to-end test runs on both stores.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import BetterSqlite3 from 'better-sqlite3';
+import { Client } from 'pg';
 import type { FastifyInstance } from 'fastify';
 import OpenAI from 'openai';
 import { buildApp } from '../../src/app.js';
 import type { Clock } from '../../src/clock.js';
 import { parseConfig } from '../../src/config.js';
 import { issueApiKey } from '../../src/keys/issue.js';
-import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { Environment, Store } from '../../src/store/types.js';
 import { after, before } from 'node:test';
 import { startFakeUpstream, type FakeUpstream } from './fake-upstream.js';
+import { dropTestDatabase, openTempStore, type Backend, type TempStore } from './store-fixture.js';
+
+/** The backend of this run's end-to-end gateways: SVC_E2E_BACKEND, default sqlite. */
+export const E2E_BACKEND: Backend = process.env.SVC_E2E_BACKEND === 'postgres' ? 'postgres' : 'sqlite';
+// The test database outlives every suite of the file; it goes when the file's process has nothing left to do.
+if (E2E_BACKEND === 'postgres') process.once('beforeExit', () => void dropTestDatabase());
 
 /** A clock that tests move by hand. */
 export class TestClock implements Clock {
@@ -52,8 +61,14 @@ export interface TestGateway {
   baseURL: string;
   origin: string;
   app: FastifyInstance;
-  store: SqliteStore;
-  dbPath: string;
+  store: Store;
+  backend: Backend;
+  /** What `--database` takes to open the same ledger: `sqlite:<file>` or the PostgreSQL URL. */
+  databaseUrl: string;
+  /** Rows from a second connection to the gateway's database; `?` placeholders on both backends. */
+  rows<T>(sql: string, ...params: unknown[]): Promise<T[]>;
+  /** Runs a statement on that second connection (tests that tamper with the ledger). */
+  exec(sql: string, ...params: unknown[]): Promise<number>;
   /** Every log line the gateway wrote. */
   logs: string[];
   createAccount(setup?: AccountSetup): Promise<TestAccount>;
@@ -96,10 +111,9 @@ export function fakeUpstreamConfig(upstreamUrl: string, routes: Record<string, s
 }
 
 export async function startGateway(options: GatewayOptions = {}): Promise<TestGateway> {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-gw-test-'));
-  const dbPath = join(dir, 'gateway.db');
   const clock = options.clock;
-  const store = SqliteStore.open(dbPath, clock);
+  const temp: TempStore = await openTempStore(clock, E2E_BACKEND);
+  const store = temp.store;
   const logs: string[] = [];
   const stream = new Writable({
     write(chunk, _encoding, done) {
@@ -121,7 +135,11 @@ export async function startGateway(options: GatewayOptions = {}): Promise<TestGa
   const baseURL = `${origin}/v1`;
 
   return {
-    baseURL, origin, app, store, dbPath, logs,
+    baseURL, origin, app, store, logs,
+    backend: temp.backend,
+    databaseUrl: temp.url,
+    rows: (sql, ...params) => temp.rows(sql, ...params),
+    exec: (sql, ...params) => temp.exec(sql, ...params),
     async createAccount(setup = {}) {
       const account = await store.createAccount(setup.name ?? null);
       if (setup.purchased) await store.grant(account.id, 'purchased', setup.purchased, null);
@@ -136,8 +154,35 @@ export async function startGateway(options: GatewayOptions = {}): Promise<TestGa
     },
     async close() {
       await app.close();
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
+      await temp.cleanup();
+    },
+  };
+}
+
+/**
+ * Holds the gateway's database from another connection, as another process
+ * would: SQLite's write lock, or PostgreSQL locks on the tables a request
+ * writes first (its Idempotency-Key claim, its reservation).
+ */
+export async function holdDatabase(gw: Pick<TestGateway, 'backend' | 'databaseUrl'>): Promise<{ release(): Promise<void> }> {
+  if (gw.backend === 'sqlite') {
+    const raw = new BetterSqlite3(gw.databaseUrl.slice('sqlite:'.length));
+    raw.exec('BEGIN IMMEDIATE');
+    return {
+      async release() {
+        raw.exec('COMMIT');
+        raw.close();
+      },
+    };
+  }
+  const client = new Client({ connectionString: gw.databaseUrl });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query('LOCK TABLE idempotency_keys, reservations IN EXCLUSIVE MODE');
+  return {
+    async release() {
+      await client.query('COMMIT');
+      await client.end();
     },
   };
 }

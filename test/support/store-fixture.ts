@@ -178,7 +178,7 @@ export interface PostgresSchema {
   drop(): Promise<void>;
 }
 
-function postgresServerUrl(): string | undefined {
+export function postgresServerUrl(): string | undefined {
   return process.env[POSTGRES_URL_VARIABLE] || undefined;
 }
 
@@ -205,7 +205,8 @@ function testDatabaseUrl(): Promise<string> {
   return testDatabase;
 }
 
-async function dropTestDatabase(): Promise<void> {
+/** Drops this process's test database, if one was made. */
+export async function dropTestDatabase(): Promise<void> {
   if (!testDatabase) return;
   const url = new URL(await testDatabase);
   testDatabase = null;
