@@ -127,3 +127,8 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown, emptyAs
 function formatParam(path: PropertyKey[]): string {
   return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
 }
+
+/** Validates a query string the same way: a bad parameter → invalid_value naming it. */
+export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.infer<T> {
+  return parseBody(schema, query ?? {}, {});
+}

@@ -189,6 +189,8 @@ export interface Store {
 
   createAccount(name: string | null): Promise<Account>;
   getAccount(id: string): Promise<Account | null>;
+  /** Accounts in id order, `limit` of them after the id `after` (a cursor). */
+  listAccounts(query: { limit: number; after?: string | null }): Promise<Account[]>;
   grant(accountId: string, kind: CreditKind, amount: number, expiresAt: Date | null): Promise<Grant>;
   balances(accountId: string): Promise<Balances>;
 

@@ -120,6 +120,30 @@ describe('admin API', () => {
     assert.equal((unnamed.json as { name: unknown }).name, null);
   });
 
+  it('lists accounts in id order with their credits, a page at a time, and refuses a bad limit', async () => {
+    const made = [await newAccount(), await newAccount(), await newAccount()];
+    await admin('POST', `/accounts/${made[1]!.id}/grants`, { kind: 'purchased', amount: 70 });
+    const seen: Array<{ id: string; credits: { purchased_credits: { balance: number } } }> = [];
+    let after = '';
+    for (let page = 0; page < 50; page++) {
+      const res = await admin('GET', `/accounts?limit=2${after ? `&after=${after}` : ''}`);
+      assert.equal(res.status, 200, res.text);
+      const body = res.json as { object: string; data: typeof seen; has_more: boolean };
+      assert.equal(body.object, 'list');
+      assert.ok(body.data.length <= 2);
+      seen.push(...body.data);
+      if (!body.has_more) break;
+      after = body.data.at(-1)!.id;
+    }
+    const ids = seen.map((a) => a.id);
+    assert.deepEqual(ids, [...ids].sort());
+    for (const a of made) assert.ok(ids.includes(a.id), `${a.id} listed`);
+    assert.equal(seen.find((a) => a.id === made[1]!.id)!.credits.purchased_credits.balance, 70);
+    for (const bad of ['0', '101', 'x', '1.5']) {
+      assertError(await admin('GET', `/accounts?limit=${bad}`), 400, 'invalid_request_error', 'invalid_value', 'limit');
+    }
+  });
+
   it('grants earned (with expiry) and purchased (without) credits', async () => {
     const account = await newAccount();
     const earned = await admin('POST', `/accounts/${account.id}/grants`, { kind: 'earned', amount: 100, expires_at: '2026-12-01T00:00:00Z' });

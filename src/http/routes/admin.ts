@@ -10,7 +10,7 @@ import { apiKeyObject, issueApiKey } from '../../keys/issue.js';
 import { accountCredits, grantObject, grantProblem } from '../../metering/credits.js';
 import type { Account, Store } from '../../store/types.js';
 import { isAdminToken } from '../auth.js';
-import { allowOnly, parseBody } from '../errors.js';
+import { allowOnly, parseBody, parseQuery } from '../errors.js';
 import { createApiKeyBody } from '../schemas/api-key.js';
 
 export interface AdminRouteDeps {
@@ -28,6 +28,11 @@ const grantBody = z.object({
   expires_at: z.iso.datetime({ offset: true }).nullish(),
 });
 
+const listAccountsQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  after: z.string().max(100).optional(),
+});
+
 export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
   const { store, clock } = deps;
   app.addHook('onRequest', async (request) => {
@@ -40,7 +45,16 @@ export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
     return found;
   };
 
-  allowOnly(app, '/accounts', ['POST']);
+  allowOnly(app, '/accounts', ['GET', 'POST']);
+  app.get<{ Querystring: Record<string, unknown> }>('/accounts', async (request) => {
+    const { limit, after } = parseQuery(listAccountsQuery, request.query);
+    const found = await store.listAccounts({ limit: limit + 1, after });
+    const page = found.slice(0, limit);
+    const now = clock.now();
+    const data = await Promise.all(page.map(async (a) => ({ ...accountObject(a), credits: await accountCredits(store, a.id, now) })));
+    return { object: 'list', data, has_more: found.length > limit };
+  });
+
   app.post('/accounts', async (request, reply) => {
     const body = parseBody(createAccountBody, request.body, {});
     const created = await store.createAccount(body.name ?? null);

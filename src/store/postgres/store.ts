@@ -72,6 +72,12 @@ export class PostgresStore implements Store {
     return row ? { id: row.id, name: row.name, createdAt: new Date(row.created_at) } : null;
   }
 
+  async listAccounts({ limit, after }: { limit: number; after?: string | null }): Promise<Account[]> {
+    const { rows } = await this.pool.query<{ id: string; name: string | null; created_at: number }>(
+      'SELECT id, name, created_at FROM accounts WHERE id > $1 ORDER BY id LIMIT $2', [after ?? '', limit]);
+    return rows.map((row) => ({ id: row.id, name: row.name, createdAt: new Date(row.created_at) }));
+  }
+
   async grant(accountId: string, kind: CreditKind, amount: number, expiresAt: Date | null): Promise<Grant> {
     const grant: Grant = { id: newId('grant'), accountId, kind, amount, expiresAt, createdAt: this.now() };
     await inTransaction(this.pool, async (c) => {

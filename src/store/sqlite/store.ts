@@ -91,6 +91,12 @@ export class SqliteStore implements Store {
     return row ? { id: row.id, name: row.name, createdAt: new Date(row.created_at) } : null;
   }
 
+  async listAccounts({ limit, after }: { limit: number; after?: string | null }): Promise<Account[]> {
+    const rows = this.sql('SELECT id, name, created_at FROM accounts WHERE id > ? ORDER BY id LIMIT ?').all(after ?? '', limit) as
+      Array<{ id: string; name: string | null; created_at: number }>;
+    return rows.map((row) => ({ id: row.id, name: row.name, createdAt: new Date(row.created_at) }));
+  }
+
   async grant(accountId: string, kind: CreditKind, amount: number, expiresAt: Date | null): Promise<Grant> {
     return this.write(() => {
       const grant: Grant = { id: newId('grant'), accountId, kind, amount, expiresAt, createdAt: this.now() };
