@@ -12,6 +12,7 @@
  *                       neither set: those rows are skipped with a notice)
  *   BENCH_PROFILE=1     the gateway writes a CPU profile (node --cpu-prof) to bench-profiles/
  *   BENCH_OUT           where to write the JSON (default bench/results/bench-<time>.json)
+ *   BENCH_ONLY          run only the rows whose "gateway scenario" contains this text, e.g. "sqlite 1w json x64"
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -29,6 +30,7 @@ const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? (QUICK ? 400 : 5000)
 const WARMUP_MS = QUICK ? 200 : 1000;
 const HOLD_STREAMS = QUICK ? 50 : 5000;
 const HOLD_MS = QUICK ? 500 : 8000;
+const ONLY = process.env.BENCH_ONLY ?? '';
 const POSTGRES_URL = process.env.BENCH_POSTGRES_URL ?? process.env.SVC_TEST_POSTGRES_URL;
 
 interface Row {
@@ -210,6 +212,8 @@ async function main(): Promise<void> {
   console.log('gateway        scenario             target     req/s  p50 ms   p99 ms  ttft ms  cpu ms/req  ×mock  rss MB errors');
   try {
     for (const backend of backends) {
+      backend.scenarios = backend.scenarios.filter((s) => `${backend.name} ${s.name}`.includes(ONLY));
+      if (backend.scenarios.length === 0) continue;
       const gw = await startGateway(backend.name, await backend.url(), backend.workers, configFile);
       try {
         for (const scenario of backend.scenarios) {
