@@ -18,6 +18,8 @@ export interface LoadSpec {
   durationMs: number;
   /** The user message: a 1 KB request, about 100,000 tokens of prose, or a short ask for a story. */
   prompt: 'short' | 'huge' | 'story';
+  /** hold: open the streams evenly over this long, as traffic ramps up, not in one SYN flood. */
+  rampMs?: number;
   /** With `requests`, stop after that many (per run, not per connection). */
   requests?: number;
 }
@@ -98,7 +100,11 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
 
   const t0 = process.hrtime.bigint();
   if (spec.mode === 'hold') {
-    await Promise.all(Array.from({ length: spec.connections }, one));
+    const ramp = spec.rampMs ?? 0;
+    await Promise.all(Array.from({ length: spec.connections }, async (_, i) => {
+      await new Promise((resolve) => setTimeout(resolve, (i * ramp) / spec.connections));
+      await one();
+    }));
   } else {
     const deadline = Date.now() + spec.durationMs;
     const limit = spec.requests ?? Infinity;

@@ -29,7 +29,8 @@ const QUICK = process.env.BENCH_QUICK === '1';
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? (QUICK ? 400 : 5000));
 const WARMUP_MS = QUICK ? 200 : 1000;
 const HOLD_STREAMS = QUICK ? 50 : 5000;
-const HOLD_MS = QUICK ? 500 : 8000;
+const HOLD_MS = QUICK ? 500 : 15_000;
+const RAMP_MS = QUICK ? 100 : 5000;
 const ONLY = process.env.BENCH_ONLY ?? '';
 const POSTGRES_URL = process.env.BENCH_POSTGRES_URL ?? process.env.SVC_TEST_POSTGRES_URL;
 
@@ -155,7 +156,7 @@ interface Scenario { name: string; spec: Omit<LoadSpec, 'url' | 'key'> }
 const json = (connections: number): Scenario => ({ name: `json x${connections}`, spec: { mode: 'json', model: 'svc-fast', connections, durationMs: DURATION_MS, prompt: 'short' } });
 const stream = (connections: number): Scenario => ({ name: `stream x${connections}`, spec: { mode: 'stream', model: 'svc-fast', connections, durationMs: DURATION_MS, prompt: 'short' } });
 const huge: Scenario = { name: '100k-token prompt x1', spec: { mode: 'json', model: 'svc-fast', connections: 1, durationMs: 60_000, requests: QUICK ? 2 : 10, prompt: 'huge' } };
-const hold: Scenario = { name: `${HOLD_STREAMS} open streams`, spec: { mode: 'hold', model: 'svc-hold', connections: HOLD_STREAMS, durationMs: 0, prompt: 'story' } };
+const hold: Scenario = { name: `${HOLD_STREAMS} open streams`, spec: { mode: 'hold', model: 'svc-hold', connections: HOLD_STREAMS, durationMs: 0, rampMs: RAMP_MS, prompt: 'story' } };
 
 const fmt = (n: number | null, digits = 2) => (n === null || Number.isNaN(n) ? '—' : n.toFixed(digits));
 
