@@ -125,7 +125,9 @@
       const dd = document.createElement('dd');
       dd.textContent = value;
       if (id) dd.id = id;
-      target.append(dt, dd);
+      const group = document.createElement('div');
+      group.append(dt, dd);
+      target.append(group);
     }
   }
 
@@ -145,7 +147,7 @@
     dl($('credits'), [
       ['Available', num(c.available_credits), 'available-credits'],
       ['Earned', num(earned.balance), 'earned-credits'],
-      ['Earned expire', earned.expires_at ? when(earned.expires_at) : 'no expiry pending', null],
+      ['Earned credits expire', earned.expires_at ? when(earned.expires_at) : 'none pending', null],
       ['Time left', earned.expires_at ? remaining(Date.parse(earned.expires_at) - Date.now()) : '—', 'earned-countdown'],
       ['Purchased', num(c.purchased_credits && c.purchased_credits.balance), 'purchased-credits'],
       ['Reserved', num(c.reserved_credits), 'reserved-credits'],

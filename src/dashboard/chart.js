@@ -7,6 +7,7 @@
   const NS = 'http://www.w3.org/2000/svg';
   const PALETTE = ['#2563eb', '#16a34a', '#d97706', '#dc2626', '#7c3aed', '#0891b2', '#db2777', '#4b5563'];
   const W = 640;
+  const WIDE = 1000;
   const H = 220;
   const M = { left: 52, right: 12, top: 12, bottom: 30 };
 
@@ -23,25 +24,27 @@
     return node;
   }
 
-  function frame(container, label) {
+  function frame(container, label, w) {
     container.replaceChildren();
-    const svg = el('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img', 'aria-label': label, class: 'chart-svg' });
+    const svg = el('svg', { viewBox: `0 0 ${w} ${H}`, width: w, height: H, role: 'img', 'aria-label': label, class: 'chart-svg' });
     container.appendChild(svg);
     return svg;
   }
 
   function niceMax(value) {
     if (value <= 0) return 1;
+    // Small counts: an even maximum keeps the middle tick a whole number.
+    if (value <= 10) return Math.max(2, Math.ceil(value / 2) * 2);
     const step = Math.pow(10, Math.floor(Math.log10(value)));
     for (const m of [1, 2, 2.5, 5, 10]) if (m * step >= value) return m * step;
     return 10 * step;
   }
 
-  function yAxis(svg, max) {
+  function yAxis(svg, max, w) {
     const plotH = H - M.top - M.bottom;
     for (const f of [0, 0.5, 1]) {
       const y = M.top + plotH * (1 - f);
-      el('line', { x1: M.left, x2: W - M.right, y1: y, y2: y, class: 'grid' }, svg);
+      el('line', { x1: M.left, x2: w - M.right, y1: y, y2: y, class: 'grid' }, svg);
       const v = max * f;
       text(svg, M.left - 6, y + 4, Number.isInteger(v) ? String(v) : v.toFixed(1), 'end');
     }
@@ -49,7 +52,8 @@
 
   function xLabels(svg, labels, xOf, every) {
     labels.forEach((label, i) => {
-      if (i % every === 0 || i === labels.length - 1) text(svg, xOf(i), H - M.bottom + 16, label);
+      const last = i === labels.length - 1;
+      if ((i % every === 0 && labels.length - 1 - i >= every / 2) || last) text(svg, xOf(i), H - M.bottom + 16, label, last && every > 1 ? 'end' : 'middle');
     });
   }
 
@@ -66,19 +70,19 @@
     container.appendChild(list);
   }
 
-  function empty(svg, message) {
-    text(svg, W / 2, H / 2, message).setAttribute('class', 'empty-label');
+  function empty(svg, message, w) {
+    text(svg, w / 2, H / 2, message).setAttribute('class', 'empty-label');
   }
 
   /** series: [{ name, values: number[] }] aligned with labels; bars stack the series. */
   function stackedBars(container, { labels, series, label, emptyMessage }) {
-    const svg = frame(container, label);
+    const svg = frame(container, label, W);
     const totals = labels.map((_, i) => series.reduce((s, x) => s + (x.values[i] || 0), 0));
     const max = niceMax(Math.max(0, ...totals));
     const plotW = W - M.left - M.right;
     const plotH = H - M.top - M.bottom;
     const band = plotW / Math.max(1, labels.length);
-    yAxis(svg, max);
+    yAxis(svg, max, W);
     let drawn = 0;
     labels.forEach((day, i) => {
       let y = M.top + plotH;
@@ -96,20 +100,20 @@
       });
     });
     xLabels(svg, labels.map((d) => d.slice(5)), (i) => M.left + i * band + band / 2, Math.ceil(labels.length / 8));
-    if (drawn === 0) empty(svg, emptyMessage || 'No data in this period.');
+    if (drawn === 0) empty(svg, emptyMessage || 'No data in this period.', W);
     svg.dataset.drawn = String(drawn);
     legend(container, series.map((s) => s.name));
   }
 
   /** series: [{ name, values: number[] }] aligned with labels; one line each. */
   function lines(container, { labels, series, label, emptyMessage }) {
-    const svg = frame(container, label);
+    const svg = frame(container, label, WIDE);
     const max = niceMax(Math.max(0, ...series.flatMap((s) => s.values)));
-    const plotW = W - M.left - M.right;
+    const plotW = WIDE - M.left - M.right;
     const plotH = H - M.top - M.bottom;
     const xOf = (i) => M.left + (labels.length <= 1 ? 0 : (i * plotW) / (labels.length - 1));
     const yOf = (v) => M.top + plotH * (1 - v / max);
-    yAxis(svg, max);
+    yAxis(svg, max, WIDE);
     let drawn = 0;
     series.forEach((s, k) => {
       const d = s.values.map((v, i) => `${i === 0 ? 'M' : 'L'}${xOf(i).toFixed(1)},${yOf(v).toFixed(1)}`).join(' ');
@@ -117,8 +121,8 @@
       el('title', {}, path).textContent = `${s.name}: ${s.values.reduce((a, b) => a + b, 0)} requests`;
       drawn += s.values.filter((v) => v > 0).length;
     });
-    xLabels(svg, labels, xOf, Math.ceil(labels.length / 6));
-    if (drawn === 0) empty(svg, emptyMessage || 'No data yet.');
+    xLabels(svg, labels, xOf, Math.ceil(labels.length / 10));
+    if (drawn === 0) empty(svg, emptyMessage || 'No data yet.', WIDE);
     svg.dataset.drawn = String(drawn);
     legend(container, series.map((s) => s.name));
   }
