@@ -69,8 +69,8 @@ describe('the dashboard in headless Chromium', { skip }, () => {
     for (const chart of ['#credits-chart', '#requests-chart']) {
       const facts = await chartFacts(page, chart);
       assert.ok(facts && facts.width > 0 && facts.height > 0, `${chart}: ${JSON.stringify(facts)}`);
-      // Today's bar stacks two models: svc-code and svc-fast.
-      assert.equal(facts.bars, 2, chart);
+      // Today's bar stacks two models, svc-code and svc-fast (two days' bars if the run straddles midnight UTC).
+      assert.ok(facts.bars >= 2, chart);
       assert.equal(facts.drawn, facts.bars);
     }
     assert.match(await text('#usage-summary'), /^3 requests, /);
@@ -78,7 +78,7 @@ describe('the dashboard in headless Chromium', { skip }, () => {
     await page.selectOption('#period', '7');
     await page.waitForFunction((was) => document.querySelector('#usage-summary')?.textContent !== was, summary30);
     assert.match(await text('#usage-summary'), /^3 requests, /);
-    assert.equal((await chartFacts(page, '#credits-chart'))?.bars, 2);
+    assert.ok(((await chartFacts(page, '#credits-chart'))?.bars ?? 0) >= 2);
     assert.equal(await rows('keys').count(), 1);
     assert.match(await rows('keys').first().innerText(), /primary\s+svc_live_…/);
     await session.screenshot('caller');
@@ -96,6 +96,13 @@ describe('the dashboard in headless Chromium', { skip }, () => {
     await page.click('#refresh');
     await waitForText('#available-credits', fmt(balance.available_credits));
     assert.match(await text('#usage-summary'), /^4 requests, /);
+
+    // A network failure is shown in words too.
+    await page.route('**/v1/usage?*', (route) => route.abort('connectionrefused'));
+    await page.selectOption('#period', '90');
+    await page.waitForFunction(() => /Loading the usage failed: network failure, the gateway could not be reached/
+      .test(document.querySelector('#messages')?.textContent ?? ''));
+    await page.unroute('**/v1/usage?*');
   });
 
   it('creates a key, shows its secret once with a copy button, and revokes it after a confirmation', async () => {
