@@ -203,11 +203,24 @@
     });
   }
 
+  /** Whether a redacted key (`svc_live_…9fQa`) is the one this page signed in with. */
+  function isSignedInKey(redacted) {
+    const [prefix, last] = String(redacted).split('…');
+    return Boolean(secret && prefix && last && secret.startsWith(prefix) && secret.endsWith(last));
+  }
+
   async function revoke(key) {
     const label = `${key.name || '(unnamed)'} ${key.redacted_key}`;
     if (!(await confirmDialog(`Revoke the key ${label}? Requests with it are refused from now on; this cannot be undone.`, 'Revoke'))) return;
+    const signedInWith = isSignedInKey(key.redacted_key);
     const done = await guarded(`Revoking ${label}`, () => api('DELETE', `/v1/api-keys/${encodeURIComponent(key.id)}`));
-    if (done) showNotice(`Key ${label} revoked.`);
+    if (!done) return;
+    if (signedInWith) {
+      signOut();
+      showNotice(`Key ${label} revoked. It was the key you signed in with, so you are signed out.`);
+      return;
+    }
+    showNotice(`Key ${label} revoked.`);
     await guarded('Loading the keys', loadKeys);
   }
 

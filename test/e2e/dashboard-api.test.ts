@@ -74,6 +74,8 @@ describe('the dashboard and the operator data behind it', () => {
     const unversioned = await call(gw, 'GET', '/dashboard/app.js');
     assert.equal(unversioned.status, 200);
     assert.equal(unversioned.headers.get('cache-control'), 'no-cache');
+    const slash = await fetch(`${gw.origin}/dashboard/`, { redirect: 'manual' });
+    assert.deepEqual([slash.status, slash.headers.get('location')], [308, '/dashboard']);
     assertError(await call(gw, 'GET', '/dashboard/secrets.json'), 404, 'invalid_request_error', 'not_found');
     assertError(await call(gw, 'GET', '/dashboard/..%2Fpackage.json'), 404, 'invalid_request_error', 'not_found');
     assertError(await call(gw, 'POST', '/dashboard', { body: {} }), 405, 'invalid_request_error', 'method_not_allowed');

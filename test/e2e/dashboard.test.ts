@@ -156,6 +156,21 @@ describe('the dashboard in headless Chromium', { skip }, () => {
     assert.equal(await page.locator('#operator').isHidden(), true);
   });
 
+  it('signs out a caller who revokes the very key they signed in with', async () => {
+    const created = await call(gw, 'POST', '/v1/api-keys', { key: caller.key, body: { name: 'self', daily_credit_limit: 50 } });
+    assert.equal(created.status, 201, created.text);
+    const own = (created.json as { key: string }).key;
+    await signIn('caller', own);
+    await page.locator('#caller').waitFor({ state: 'visible' });
+    await page.waitForFunction(() => document.querySelectorAll('#keys tbody tr.data-row').length === 2);
+    await rows('keys').filter({ hasText: 'self' }).getByRole('button', { name: 'Revoke' }).click();
+    await page.click('#confirm-ok');
+    await page.locator('#sign-in').waitFor({ state: 'visible' });
+    assert.match(await text('#messages .notice'), /It was the key you signed in with, so you are signed out\./);
+    assert.equal(await page.locator('#keys tbody tr').count(), 0);
+    assert.equal((await call(gw, 'GET', '/v1/credits', { key: own })).status, 401);
+  });
+
   it('lets the operator page through accounts, grant credits and see the balance change', async () => {
     await signIn('operator', ADMIN);
     await page.locator('#operator').waitFor({ state: 'visible' });

@@ -73,6 +73,8 @@ export function dashboardRoutes(app: FastifyInstance): void {
     return secure(reply).header('cache-control', 'no-cache').type(CONTENT_TYPES['.html']!).send(page);
   });
 
+  app.get('/dashboard/', async (_request, reply) => reply.redirect('/dashboard', 308));
+
   allowOnly(app, '/dashboard/:file', ['GET']);
   app.get<{ Params: { file: string }; Querystring: { v?: string } }>('/dashboard/:file', async (request, reply) => {
     const asset = assets.get(request.params.file);
