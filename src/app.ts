@@ -13,6 +13,8 @@ import { Catalog } from './gateway/catalog.js';
 import { CompletionService } from './gateway/completion.js';
 import { startSweeper } from './gateway/lease.js';
 import { Router } from './gateway/router.js';
+import { AliasTraffic, UpstreamStats } from './gateway/traffic.js';
+import { dashboardRoutes } from './http/routes/dashboard.js';
 import { authenticateKey } from './http/auth.js';
 import { BODY_LIMIT_BYTES, installErrorHandling, sendError, toGatewayError } from './http/errors.js';
 import { errors } from './errors.js';
@@ -56,10 +58,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const router = new Router(catalog, providers.adapters, breaker);
   const metrics = new Metrics({ defaultMetrics: deps.defaultMetrics ?? false });
   const leaseMs = deps.leaseMs ?? 30_000;
+  const upstreamStats = new UpstreamStats(clock);
+  const traffic = new AliasTraffic(clock);
   const completions = new CompletionService({
     store, catalog, router, breaker, clock, metrics, leaseMs, firstByteTimeoutMs: config.routing.first_byte_timeout_ms,
     hedgeAfterMs: config.routing.hedge_after_ms, streamIdleTimeoutMs: config.routing.stream_idle_timeout_ms,
-    maxRequestMs: config.routing.max_request_ms,
+    maxRequestMs: config.routing.max_request_ms, upstreamStats, traffic,
   });
 
   const app = Fastify({
@@ -94,6 +98,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app);
 
   healthRoutes(app, { store, metrics });
+  dashboardRoutes(app);
   await app.register(async (v1) => {
     v1.addHook('onRequest', async (request) => {
       request.caller = await authenticateKey(store, clock, request);
@@ -104,7 +109,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }, { prefix: '/v1' });
   if (deps.adminToken) {
     const adminToken = deps.adminToken;
-    await app.register(async (admin) => adminRoutes(admin, { store, clock, router, breaker, adminToken }), { prefix: '/admin/v1' });
+    await app.register(async (admin) => adminRoutes(admin, { store, clock, router, breaker, adminToken, upstreamStats, traffic }), { prefix: '/admin/v1' });
   }
 
   const stopSweeper = startSweeper(store, deps.sweepEveryMs ?? 15_000, (err) => app.log.error({ err }, 'lease sweep failed'));

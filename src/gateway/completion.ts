@@ -25,6 +25,7 @@ import { RequestWatch } from './request-watch.js';
 import { honouring, routeRequest } from './route-params.js';
 import type { Candidate, RoutePlan, Router } from './router.js';
 import { Settlement } from './settlement.js';
+import type { AliasTraffic, UpstreamStats } from './traffic.js';
 
 export interface CompletionDeps {
   store: Store;
@@ -38,6 +39,9 @@ export interface CompletionDeps {
   streamIdleTimeoutMs: number;
   maxRequestMs: number;
   leaseMs: number;
+  /** What the operator's dashboard shows: attempts per upstream, requests per alias (this process only). */
+  upstreamStats: UpstreamStats;
+  traffic: AliasTraffic;
 }
 
 export interface Caller {
@@ -86,6 +90,7 @@ export class CompletionService {
   check(request: ChatRequest): CheckedRequest {
     const entry = this.deps.catalog.get(request.model);
     if (!entry) throw errors.modelNotFound(request.model);
+    this.deps.traffic.record(entry.id);
     // Counting stops past the window: an oversized prompt costs no more than a full one.
     const promptTokens = countPromptTokens(request.messages, entry.contextWindow)
       + (request.tools ? countTextTokens(JSON.stringify(request.tools), entry.contextWindow) : 0);
@@ -291,7 +296,11 @@ export class CompletionService {
       firstByteTimeoutMs: this.deps.firstByteTimeoutMs,
       hedgeAfterMs: this.deps.hedgeAfterMs,
       breaker: this.deps.breaker,
-      onAttempt: (c: Candidate, outcome: string) => this.deps.metrics.upstreamAttempts.inc({ upstream: c.upstream, outcome }),
+      onAttempt: (c: Candidate, outcome: string, latencyMs: number) => {
+        this.deps.metrics.upstreamAttempts.inc({ upstream: c.upstream, outcome });
+        // A client that went away says nothing of the upstream.
+        if (outcome !== 'aborted') this.deps.upstreamStats.record(c.upstream, outcome === 'ok', latencyMs);
+      },
     };
   }
 

@@ -16,7 +16,8 @@ export interface FailoverOptions {
   /** Start the next candidate alongside when the current one is silent this long. */
   hedgeAfterMs?: number;
   breaker: Breaker;
-  onAttempt?: (candidate: Candidate, outcome: 'ok' | UpstreamError['failure']) => void;
+  /** Each finished attempt: its outcome and the time it took to the first byte or the failure. */
+  onAttempt?: (candidate: Candidate, outcome: 'ok' | UpstreamError['failure'], latencyMs: number) => void;
 }
 
 export interface Served<T> {
@@ -90,13 +91,14 @@ function runFailover<T>(candidates: Candidate[], options: FailoverOptions, attem
       live.add(controller);
       const hedge = options.hedgeAfterMs === undefined || next >= candidates.length ? null : setTimeout(launch, options.hedgeAfterMs);
       const stopHedge = () => hedge && clearTimeout(hedge);
+      const startedAt = performance.now();
       attemptWithTimeout(candidate, options, attempt, controller, stopHedge).then(
         (result) => {
           stopHedge();
           live.delete(controller);
           if (decided) return dispose?.(result);
           options.breaker.recordSuccess(candidate.upstream);
-          options.onAttempt?.(candidate, 'ok');
+          options.onAttempt?.(candidate, 'ok', performance.now() - startedAt);
           decide(() => resolve({ candidate, result }));
         },
         (err: unknown) => {
@@ -105,7 +107,7 @@ function runFailover<T>(candidates: Candidate[], options: FailoverOptions, attem
           if (decided) return;
           // Anything but an UpstreamError is the gateway's own failure to make this attempt.
           const error = err instanceof UpstreamError ? err : new UpstreamError('request', 'the adapter failed', { cause: err });
-          options.onAttempt?.(candidate, error.failure);
+          options.onAttempt?.(candidate, error.failure, performance.now() - startedAt);
           if (options.signal.aborted) return decide(() => reject(new UpstreamError('aborted', 'the client went away')));
           if (countsAgainst(error)) options.breaker.recordFailure(candidate.upstream, `${error.failure}: ${error.message}`);
           failures.push({ upstream: candidate.upstream, error });

@@ -189,8 +189,11 @@ describe('failover', () => {
       for (let n = 0; n < 2; n++) await client.chat.completions.create({ model: 'fo-health', messages });
       let view = await health();
       assert.deepEqual(
-        { ...view.get('fake/health-error-500')!, last_error: null },
-        { upstream: 'fake/health-error-500', state: 'closed', consecutive_failures: 2, failures: 2, successes: 0, last_error: null, open_until: null },
+        { ...view.get('fake/health-error-500')!, last_error: null, latency_p50_ms: null, latency_p95_ms: null },
+        {
+          upstream: 'fake/health-error-500', state: 'closed', consecutive_failures: 2, failures: 2, successes: 0, last_error: null, open_until: null,
+          recent_attempts: 2, recent_failures: 2, recent_error_rate: 1, latency_p50_ms: null, latency_p95_ms: null,
+        },
       );
       assert.match(view.get('fake/health-error-500')!.last_error ?? '', /^status: .*500/);
       assert.deepEqual([view.get('fake/health-backup')!.successes, view.get('fake/health-backup')!.failures], [2, 0]);

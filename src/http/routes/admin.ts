@@ -6,6 +6,7 @@ import { isoSeconds } from '../../clock.js';
 import { errors } from '../../errors.js';
 import type { Breaker } from '../../gateway/breaker.js';
 import type { Router } from '../../gateway/router.js';
+import type { AliasTraffic, UpstreamStats } from '../../gateway/traffic.js';
 import { apiKeyObject, issueApiKey } from '../../keys/issue.js';
 import { accountCredits, grantObject, grantProblem } from '../../metering/credits.js';
 import type { Account, Store } from '../../store/types.js';
@@ -19,6 +20,8 @@ export interface AdminRouteDeps {
   router: Router;
   breaker: Breaker;
   adminToken: string;
+  upstreamStats: UpstreamStats;
+  traffic: AliasTraffic;
 }
 
 const createAccountBody = z.object({ name: z.string().max(200).nullish() });
@@ -87,7 +90,14 @@ export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
   });
 
   allowOnly(app, '/upstreams', ['GET']);
-  app.get('/upstreams', async () => ({ object: 'list', data: deps.breaker.view(deps.router.upstreams()) }));
+  // The breaker's state with the recent window of attempts (this instance's own).
+  app.get('/upstreams', async () => ({
+    object: 'list',
+    data: deps.breaker.view(deps.router.upstreams()).map((h) => ({ ...h, ...deps.upstreamStats.view(h.upstream) })),
+  }));
+
+  allowOnly(app, '/traffic', ['GET']);
+  app.get('/traffic', async () => deps.traffic.view());
 }
 
 function accountObject(account: Account): Record<string, unknown> {
