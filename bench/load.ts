@@ -16,7 +16,7 @@ export interface LoadSpec {
   model: string;
   connections: number;
   durationMs: number;
-  /** The user message: a 1 KB request, about 100,000 tokens of prose, or a short ask for a story. */
+  /** The user message: a 1 KB request, 99,800 tokens (o200k) of prose, or a short ask for a story. */
   prompt: 'short' | 'huge' | 'story';
   /** hold: open the streams evenly over this long, as traffic ramps up, not in one SYN flood. */
   rampMs?: number;
@@ -40,7 +40,7 @@ const CONTENT = /"content":"[^"]/;
 
 const PROMPTS = {
   short: () => `Summarize the benefits of connection pooling for a web service in two sentences. ${'Context: '.padEnd(900, 'lorem ipsum dolor sit amet ')}`,
-  huge: () => Array.from({ length: 20_000 }, (_, i) => `Sentence ${i} tells about ships, rivers and weather.`).join(' '),
+  huge: () => Array.from({ length: 8_400 }, (_, i) => `Sentence ${i} tells about ships, rivers and weather.`).join(' '),
   story: () => 'Tell me a long story.',
 };
 

@@ -38,5 +38,21 @@ const show = (title: string, m: Map<string, number>) => {
   console.log(`\n${title} (of ${(total / 1e6).toFixed(2)} s sampled)`);
   for (const [k, us] of [...m].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${((100 * us) / total).toFixed(1).padStart(5)}%  ${k}`);
 };
+// Inclusive time of our own functions (src/ or dist/): self time plus everything they called.
+const parent = new Map<number, number>();
+for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+const inclusive = new Map<string, number>();
+for (const [id, us] of selfUs) {
+  const counted = new Set<string>();
+  for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+    const frame = byId.get(at)!.callFrame;
+    if (!/\/(src|dist)\//.test(frame.url)) continue;
+    const name = `${frame.functionName || '(anonymous)'} ${where(frame.url)}:${frame.lineNumber + 1}`;
+    if (counted.has(name)) continue;
+    counted.add(name);
+    inclusive.set(name, (inclusive.get(name) ?? 0) + us);
+  }
+}
 show('self time by package or source file', byPlace);
+show('inclusive time of our own functions', inclusive);
 show('self time by function', byFunction);

@@ -45,21 +45,33 @@ export function countTextTokens(text: string, limit = Number.POSITIVE_INFINITY):
   return total;
 }
 
-/**
- * Runs of one kind (all whitespace, or none). Each run is matched once from its
- * start, so finding the long ones reads every character once (a pattern such as
- * `\S{257,}` would restart at every position of a 256-character run).
- */
-const RUN = /\S+|\s+/g;
+/** The characters `\s` matches in a JavaScript regular expression. */
+function isSpace(code: number): boolean {
+  return code === 0x20 || (code >= 0x09 && code <= 0x0d) || code === 0xa0 || code === 0x1680 || (code >= 0x2000 && code <= 0x200a)
+    || code === 0x2028 || code === 0x2029 || code === 0x202f || code === 0x205f || code === 0x3000 || code === 0xfeff;
+}
 
+/**
+ * Encodes a piece, cutting every run of one kind (all whitespace, or none)
+ * longer than MAX_RUN into slices. One pass over the characters, nothing
+ * allocated per word: the profile of a 100,000-token prompt showed a regex
+ * match object per word costing more than the BPE itself.
+ */
 function countPiece(piece: string): number {
   let total = 0;
   let last = 0;
-  for (const run of piece.matchAll(RUN)) {
-    if (run[0].length <= MAX_RUN) continue;
-    total += encode(piece.slice(last, run.index), AS_PLAIN_TEXT).length;
-    for (let i = 0; i < run[0].length; i += MAX_RUN) total += encode(run[0].slice(i, i + MAX_RUN), AS_PLAIN_TEXT).length;
-    last = run.index + run[0].length;
+  let runStart = 0;
+  let runSpace = piece.length > 0 && isSpace(piece.charCodeAt(0));
+  for (let i = 1; i <= piece.length; i++) {
+    const space = i < piece.length && isSpace(piece.charCodeAt(i));
+    if (i < piece.length && space === runSpace) continue;
+    if (i - runStart > MAX_RUN) {
+      total += encode(piece.slice(last, runStart), AS_PLAIN_TEXT).length;
+      for (let j = runStart; j < i; j += MAX_RUN) total += encode(piece.slice(j, Math.min(i, j + MAX_RUN)), AS_PLAIN_TEXT).length;
+      last = i;
+    }
+    runStart = i;
+    runSpace = space;
   }
   return total + encode(piece.slice(last), AS_PLAIN_TEXT).length;
 }

@@ -32,6 +32,33 @@ describe('token counting', () => {
     assert.equal(countTextTokens(`a${' '.repeat(200)}b`), encode(`a${' '.repeat(200)}b`).length);
   });
 
+  it('cuts runs exactly where a regex split into \\S+ and \\s+ runs would, Unicode spaces included', () => {
+    // The slicing this replaced, kept here as the reference: runs found by a regex, long ones cut every 256.
+    const reference = (text: string): number => {
+      let total = 0;
+      let last = 0;
+      for (const run of text.matchAll(/\S+|\s+/g)) {
+        if (run[0].length <= 256) continue;
+        total += encode(text.slice(last, run.index)).length;
+        for (let i = 0; i < run[0].length; i += 256) total += encode(run[0].slice(i, i + 256)).length;
+        last = run.index + run[0].length;
+      }
+      return total + encode(text.slice(last)).length;
+    };
+    const spaces = [' ', '\t', '\n', '\u00a0', '\u2003', '\u3000', '\ufeff', '\u2028'];
+    let seed = 7;
+    const next = () => (seed = (seed * 48271) % 2147483647);
+    for (let round = 0; round < 40; round++) {
+      let text = '';
+      while (text.length < 3000) {
+        const long = next() % 5 === 0;
+        const length = long ? 200 + (next() % 400) : 1 + (next() % 12);
+        text += next() % 2 === 0 ? spaces[next() % spaces.length]!.repeat(length) : 'ab1é中'.charAt(next() % 5).repeat(length);
+      }
+      assert.equal(countTextTokens(text), reference(text), `round ${round}`);
+    }
+  });
+
   it('stops counting past a limit', () => {
     const big = prose.repeat(100_000);
     const limited = countTextTokens(big, 1000);
