@@ -91,14 +91,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     const route = request.routeOptions.url ?? 'unknown';
     metrics.requests.observe({ method: request.method, route, status: reply.statusCode }, reply.elapsedTime / 1000);
   });
-  installErrorHandling(app);
+  installErrorHandling(app, (error) => metrics.recordRefusal(error.status, error.code));
+  metrics.watchBreakers({ upstreams: () => router.upstreams(), stateOf: (upstream) => breaker.stateOf(upstream) });
 
   healthRoutes(app, { store, metrics });
   await app.register(async (v1) => {
     v1.addHook('onRequest', async (request) => {
       request.caller = await authenticateKey(store, clock, request);
     });
-    chatCompletionRoutes(v1, { store, completions, maxInFlight: config.limits.max_in_flight });
+    chatCompletionRoutes(v1, { store, completions, maxInFlight: config.limits.max_in_flight, metrics, logPrompts: config.logging.prompts });
     accountRoutes(v1, { store, catalog, clock });
     usageRoutes(v1, { store, clock });
   }, { prefix: '/v1' });

@@ -32,6 +32,16 @@ export class Breaker {
     return (this.health.get(upstream)?.openUntil ?? 0) > this.clock.now().getTime();
   }
 
+  /**
+   * Open while cooling down; half-open once the cooldown has passed and the
+   * upstream is on trial (its next result closes or reopens it); else closed.
+   */
+  stateOf(upstream: string): 'closed' | 'half_open' | 'open' {
+    const h = this.health.get(upstream);
+    if (!h || h.openUntil === 0) return 'closed';
+    return h.openUntil > this.clock.now().getTime() ? 'open' : 'half_open';
+  }
+
   recordSuccess(upstream: string): void {
     const h = this.entry(upstream);
     h.consecutiveFailures = 0;

@@ -35,13 +35,15 @@ export function sendError(reply: FastifyReply, error: GatewayError): FastifyRepl
   return reply.status(error.status).headers(error.headers).send(error.toBody(reply.request.id));
 }
 
-export function installErrorHandling(app: FastifyInstance): void {
+/** `onError` sees every error answered through the handler (refusals are counted there). */
+export function installErrorHandling(app: FastifyInstance, onError?: (error: GatewayError) => void): void {
   app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
     if (reply.raw.destroyed) {
       request.log.info('the client went away before the answer');
       return reply;
     }
     const error = toGatewayError(err);
+    onError?.(error);
     if (error.status >= 500) request.log.error({ err: error.cause ?? err, code: error.code }, error.message);
     else request.log.info({ code: error.code }, error.message);
     return sendError(reply, error);
