@@ -87,6 +87,8 @@ export interface GatewayOptions {
   sweepEveryMs?: number;
   /** Puts a layer between the app and its real store (fault injection: a database that refuses some calls). */
   wrapStore?: (store: Store) => Store;
+  /** Process metrics (prom-client's default collectors) on /metrics, as `serve` has them. */
+  defaultMetrics?: boolean;
 }
 
 /** The spec's four aliases, each routed to the fake upstream's model of the same name as the alias. */
@@ -129,7 +131,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<TestGa
     config, store: options.wrapStore ? options.wrapStore(store) : store, clock, adminToken: options.adminToken ?? null,
     env: { FAKE_UPSTREAM_KEY: 'sk-fake-upstream' },
     logger: { level: 'debug', stream },
-    leaseMs: options.leaseMs, sweepEveryMs: options.sweepEveryMs,
+    leaseMs: options.leaseMs, sweepEveryMs: options.sweepEveryMs, defaultMetrics: options.defaultMetrics,
   });
   const origin = await app.listen({ port: 0, host: '127.0.0.1' });
   const baseURL = `${origin}/v1`;
