@@ -4,6 +4,7 @@
  * after the healthy ones. One success closes it.
  */
 import type { Clock } from '../clock.js';
+import type { UpstreamHealth as UpstreamHealthObject } from '../http/schemas/admin.js';
 
 interface UpstreamHealth {
   consecutiveFailures: number;
@@ -13,15 +14,8 @@ interface UpstreamHealth {
   lastError: string | null;
 }
 
-export interface UpstreamHealthView {
-  upstream: string;
-  state: 'closed' | 'open';
-  consecutive_failures: number;
-  open_until: string | null;
-  successes: number;
-  failures: number;
-  last_error: string | null;
-}
+/** As GET /admin/v1/upstreams shows it. */
+export type UpstreamHealthView = UpstreamHealthObject;
 
 export class Breaker {
   private readonly health = new Map<string, UpstreamHealth>();

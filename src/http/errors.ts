@@ -126,6 +126,15 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown, emptyAs
   throw errors.invalidValue(param || null, param ? `${param}: ${issue.message}` : issue.message);
 }
 
+/** Validates a query string against its schema; a bad parameter → invalid_value naming it, in the schema's words. */
+export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.infer<T> {
+  const result = schema.safeParse(query ?? {});
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const param = formatParam(issue.path);
+  throw errors.invalidValue(param || null, issue.message);
+}
+
 function formatParam(path: PropertyKey[]): string {
   return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
 }

@@ -1,6 +1,5 @@
 /** The operator's API under /admin/v1, only when SVC_ADMIN_TOKEN is set. */
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import type { Clock } from '../../clock.js';
 import { isoSeconds } from '../../clock.js';
 import { errors } from '../../errors.js';
@@ -11,6 +10,7 @@ import { accountCredits, grantObject, grantProblem } from '../../metering/credit
 import type { Account, Store } from '../../store/types.js';
 import { isAdminToken } from '../auth.js';
 import { allowOnly, parseBody } from '../errors.js';
+import { createAccountBody, grantBody, type AccountObject } from '../schemas/admin.js';
 import { createApiKeyBody } from '../schemas/api-key.js';
 
 export interface AdminRouteDeps {
@@ -20,13 +20,6 @@ export interface AdminRouteDeps {
   breaker: Breaker;
   adminToken: string;
 }
-
-const createAccountBody = z.object({ name: z.string().max(200).nullish() });
-const grantBody = z.object({
-  kind: z.enum(['earned', 'purchased']),
-  amount: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
-  expires_at: z.iso.datetime({ offset: true }).nullish(),
-});
 
 export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
   const { store, clock } = deps;
@@ -76,6 +69,6 @@ export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
   app.get('/upstreams', async () => ({ object: 'list', data: deps.breaker.view(deps.router.upstreams()) }));
 }
 
-function accountObject(account: Account): Record<string, unknown> {
+function accountObject(account: Account): AccountObject {
   return { id: account.id, object: 'account', name: account.name, created_at: isoSeconds(account.createdAt) };
 }
