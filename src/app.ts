@@ -3,7 +3,7 @@
  * routes into a Fastify instance, and does not listen. Tests use it directly.
  */
 import Fastify from 'fastify';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { DestinationStream, LoggerOptions } from 'pino';
 import type { Clock } from './clock.js';
 import { systemClock } from './clock.js';
@@ -21,6 +21,7 @@ import { accountRoutes } from './http/routes/v1/account.js';
 import { usageRoutes } from './http/routes/v1/usage.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { healthRoutes } from './http/routes/health.js';
+import { openApiRoutes } from './http/openapi.js';
 import { newId } from './ids.js';
 import { scrubSecrets } from './keys/secret.js';
 import { Metrics } from './metrics.js';
@@ -43,6 +44,8 @@ export interface AppDeps {
   leaseMs?: number;
   sweepEveryMs?: number;
   defaultMetrics?: boolean;
+  /** Sees every route as it is registered (the API document's test lists them). */
+  onRoute?: (route: RouteOptions) => void;
 }
 
 const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -80,6 +83,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   app.server.maxConnections = config.server.max_connections;
+  if (deps.onRoute) app.addHook('onRoute', deps.onRoute);
 
   app.decorateRequest('caller', null);
   app.decorateRequest('arrivedAt', 0);
@@ -95,6 +99,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   metrics.watchBreakers({ upstreams: () => router.upstreams(), stateOf: (upstream) => breaker.stateOf(upstream) });
 
   healthRoutes(app, { store, metrics });
+  openApiRoutes(app);
   await app.register(async (v1) => {
     v1.addHook('onRequest', async (request) => {
       request.caller = await authenticateKey(store, clock, request);

@@ -102,12 +102,20 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   socket.destroy(err);
 }
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** A route that only answers 405 (see allowOnly): not an endpoint of the API document. */
+    methodNotAllowed?: boolean;
+  }
+}
+
 /** Answers 405 for the methods a path does not take (404 stays for paths that do not exist). */
 export function allowOnly(app: FastifyInstance, path: string, allowed: string[]): void {
   const others = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => !allowed.includes(m));
   app.route({
     method: others,
     url: path,
+    config: { methodNotAllowed: true },
     handler: async (request) => { throw errors.methodNotAllowed(request.method, request.url.split('?')[0] ?? path); },
   });
 }
