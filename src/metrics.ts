@@ -5,6 +5,7 @@
  * vocabulary (aliases, upstream ids `provider/model`, error codes, outcomes),
  * never from what a caller sent: the number of series stays bounded.
  */
+import cluster from 'node:cluster';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** A breaker's state as a number: 0 closed, 1 half-open (cooled down, on trial), 2 open. */
@@ -130,6 +131,8 @@ export class Metrics {
   private breakers: BreakerSource | null = null;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
+    // Under `serve --workers N` a scrape reaches one worker: its series carry which, so that they never mix.
+    if (cluster.isWorker && cluster.worker) this.registry.setDefaultLabels({ worker: String(cluster.worker.id) });
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
