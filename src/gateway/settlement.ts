@@ -9,7 +9,6 @@ import type { Clock } from '../clock.js';
 import type { GatewayError } from '../errors.js';
 import { creditsFor } from '../metering/pricing.js';
 import { countTextTokens } from '../metering/tokens.js';
-import type { Metrics } from '../metrics.js';
 import type { TokenUsage } from '../providers/types.js';
 import type { Delivered, SettleRequest, SettleResult, Store, StoredResponse } from '../store/types.js';
 import type { Answer } from './answer.js';
@@ -28,7 +27,6 @@ const SETTLE_RETRY_MS = 250;
 export interface SettlementDeps {
   store: Store;
   clock: Clock;
-  metrics: Metrics;
 }
 
 export class Settlement {
