@@ -14,6 +14,16 @@ const PROMPT = 'The secret plan is written in purple ink';
 const messages = [{ role: 'user', content: PROMPT }];
 const ALIASES = { 'l-ok': ['log-ok'], 'l-failover': ['log-error-500', 'log-backup'], 'l-broken': ['only-error-500'], 'l-cut': ['mid-cut'] };
 
+/** The aliases above, and svc-auto choosing among them. */
+function logConfig(upstreamUrl: string): Record<string, unknown> {
+  const config = aliasesConfig(upstreamUrl, ALIASES) as { models: unknown[] };
+  const auto = {
+    id: 'svc-auto', name: 'auto', description: 'auto', context_window: 64_000,
+    pricing: { input_credits_per_1k: 4, output_credits_per_1k: 12 }, auto: { simple: 'l-ok', code: 'l-failover', complex: 'l-failover' },
+  };
+  return { ...config, models: [...config.models, auto] };
+}
+
 interface CompletionLine {
   level: number;
   msg: string;
@@ -59,7 +69,7 @@ describe('the completion log line', () => {
 
   before(async () => {
     upstream = await startFakeUpstream();
-    gw = await startGateway({ config: aliasesConfig(upstream.url, ALIASES) });
+    gw = await startGateway({ config: logConfig(upstream.url) });
     account = await gw.createAccount({ purchased: 1_000_000 });
   });
   after(async () => {
@@ -106,6 +116,13 @@ describe('the completion log line', () => {
     assert.ok(line.credits_charged > 0);
   });
 
+  it('names svc-auto\'s choice beside the alias asked for', async () => {
+    const { line } = await complete(gw, account, { model: 'svc-auto', messages: [{ role: 'user', content: 'Hi' }] });
+    assert.equal(line.alias, 'svc-auto');
+    assert.equal(line.auto_alias, 'l-ok');
+    assert.equal(line.upstream, 'fake/log-ok');
+  });
+
   it('one line for a failure, with its status and code and nothing charged', async () => {
     const { res, line } = await complete(gw, account, { model: 'l-broken' });
     assert.equal(res.status, 502);
@@ -138,7 +155,7 @@ describe('the completion log line with logging.prompts on', () => {
 
   before(async () => {
     upstream = await startFakeUpstream();
-    gw = await startGateway({ config: { ...(aliasesConfig(upstream.url, ALIASES) as object), logging: { prompts: true } } });
+    gw = await startGateway({ config: { ...logConfig(upstream.url), logging: { prompts: true } } });
   });
   after(async () => {
     await gw.close();
