@@ -3,7 +3,7 @@
  * routes into a Fastify instance, and does not listen. Tests use it directly.
  */
 import Fastify from 'fastify';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { DestinationStream, LoggerOptions } from 'pino';
 import type { Clock } from './clock.js';
 import { systemClock } from './clock.js';
@@ -23,6 +23,7 @@ import { accountRoutes } from './http/routes/v1/account.js';
 import { usageRoutes } from './http/routes/v1/usage.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { healthRoutes } from './http/routes/health.js';
+import { openApiRoutes } from './http/openapi.js';
 import { newId } from './ids.js';
 import { scrubSecrets } from './keys/secret.js';
 import { Metrics } from './metrics.js';
@@ -45,6 +46,8 @@ export interface AppDeps {
   leaseMs?: number;
   sweepEveryMs?: number;
   defaultMetrics?: boolean;
+  /** Sees every route as it is registered (the API document's test lists them). */
+  onRoute?: (route: RouteOptions) => void;
 }
 
 const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -84,6 +87,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   app.server.maxConnections = config.server.max_connections;
+  if (deps.onRoute) app.addHook('onRoute', deps.onRoute);
 
   app.decorateRequest('caller', null);
   app.decorateRequest('arrivedAt', 0);
@@ -95,15 +99,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     const route = request.routeOptions.url ?? 'unknown';
     metrics.requests.observe({ method: request.method, route, status: reply.statusCode }, reply.elapsedTime / 1000);
   });
-  installErrorHandling(app);
+  installErrorHandling(app, (error) => metrics.recordRefusal(error.status, error.code));
+  metrics.watchBreakers({ upstreams: () => router.upstreams(), stateOf: (upstream) => breaker.stateOf(upstream) });
 
   healthRoutes(app, { store, metrics });
   dashboardRoutes(app);
+  openApiRoutes(app);
   await app.register(async (v1) => {
     v1.addHook('onRequest', async (request) => {
       request.caller = await authenticateKey(store, clock, request);
     });
-    chatCompletionRoutes(v1, { store, completions, maxInFlight: config.limits.max_in_flight });
+    chatCompletionRoutes(v1, { store, completions, maxInFlight: config.limits.max_in_flight, metrics, logPrompts: config.logging.prompts });
     accountRoutes(v1, { store, catalog, clock });
     usageRoutes(v1, { store, clock });
   }, { prefix: '/v1' });

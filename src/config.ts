@@ -73,6 +73,15 @@ const routingSchema = z
   })
   .default({ first_byte_timeout_ms: 15_000, breaker: { failures: 5, cooldown_ms: 30_000 }, stream_idle_timeout_ms: 60_000, max_request_ms: 600_000 });
 
+/** What the completion log line may carry beyond ids, counts and timings. */
+const loggingSchema = z
+  .object({
+    /** Log each completion's messages (the prompt). Off by default: prompts are the callers' data. */
+    prompts: z.boolean().default(false),
+  })
+  .strict()
+  .default({ prompts: false });
+
 const limitsSchema = z
   .object({
     /** Completions in flight before new ones get 503 overloaded. */
@@ -114,6 +123,7 @@ export const configSchema = z
     routing: routingSchema,
     limits: limitsSchema,
     server: serverSchema,
+    logging: loggingSchema,
   })
   .superRefine(checkReferences);
 

@@ -5,6 +5,7 @@
  * keeps the internal detail for logs only.
  */
 import { scrubSecrets } from './keys/secret.js';
+import type { ErrorBody } from './http/schemas/error.js';
 
 export type ErrorType =
   | 'authentication_error'
@@ -50,7 +51,7 @@ export class GatewayError extends Error {
    * The OpenAI error body. A failure of the gateway's own (5xx) names the
    * request id, which finds its details in the log.
    */
-  toBody(requestId?: string): { error: { message: string; type: string; code: string; param: string | null } } {
+  toBody(requestId?: string): ErrorBody {
     const message = requestId !== undefined && this.status >= 500 ? `${this.message} (request id: ${requestId})` : this.message;
     return { error: { message, type: this.type, code: this.code, param: this.param } };
   }

@@ -99,6 +99,13 @@ routing:
     assert.equal(parseConfig(configWith((c) => { c.server = { request_timeout_ms: 4_000 }; })).server.headers_timeout_ms, 4_000);
   });
 
+  it('logs no prompts unless logging.prompts is true, and refuses anything else there', () => {
+    assert.deepEqual(loadConfig(undefined).logging, { prompts: false });
+    assert.equal(parseConfig(configWith((c) => { c.logging = { prompts: true }; })).logging.prompts, true);
+    assert.match(refusal(configWith((c) => { c.logging = { prompts: 'yes' }; })), /logging\.prompts/);
+    assert.match(refusal(configWith((c) => { c.logging = { prompt: true }; })), /logging/);
+  });
+
   it('names the field of a bad server setting', () => {
     const withServer = (server: Record<string, unknown>) => refusal(configWith((c) => { c.server = server; }));
     assert.match(withServer({ request_timeout_ms: 0 }), /server\.request_timeout_ms/);

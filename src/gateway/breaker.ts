@@ -4,6 +4,7 @@
  * after the healthy ones. One success closes it.
  */
 import type { Clock } from '../clock.js';
+import type { BreakerHealth } from '../http/schemas/admin.js';
 
 interface UpstreamHealth {
   consecutiveFailures: number;
@@ -13,15 +14,8 @@ interface UpstreamHealth {
   lastError: string | null;
 }
 
-export interface UpstreamHealthView {
-  upstream: string;
-  state: 'closed' | 'open';
-  consecutive_failures: number;
-  open_until: string | null;
-  successes: number;
-  failures: number;
-  last_error: string | null;
-}
+/** As GET /admin/v1/upstreams shows it. */
+export type UpstreamHealthView = BreakerHealth;
 
 export class Breaker {
   private readonly health = new Map<string, UpstreamHealth>();
@@ -30,6 +24,16 @@ export class Breaker {
 
   isOpen(upstream: string): boolean {
     return (this.health.get(upstream)?.openUntil ?? 0) > this.clock.now().getTime();
+  }
+
+  /**
+   * Open while cooling down; half-open once the cooldown has passed and the
+   * upstream is on trial (its next result closes or reopens it); else closed.
+   */
+  stateOf(upstream: string): 'closed' | 'half_open' | 'open' {
+    const h = this.health.get(upstream);
+    if (!h || h.openUntil === 0) return 'closed';
+    return h.openUntil > this.clock.now().getTime() ? 'open' : 'half_open';
   }
 
   recordSuccess(upstream: string): void {

@@ -1,5 +1,6 @@
 /** The model aliases the gateway serves, as the config declares them. */
 import type { GatewayConfig, ModelConfig, Pricing, RouteConfig } from '../config.js';
+import type { ModelObject } from '../http/schemas/account.js';
 
 export interface CatalogEntry {
   id: string;
@@ -38,7 +39,7 @@ function toEntry(m: ModelConfig): CatalogEntry {
 }
 
 /** The catalog entry as `GET /v1/models` shows it. */
-export function modelObject(entry: CatalogEntry): Record<string, unknown> {
+export function modelObject(entry: CatalogEntry): ModelObject {
   return {
     id: entry.id,
     object: 'model',

@@ -19,6 +19,7 @@ import type { Breaker } from './breaker.js';
 import type { Catalog, CatalogEntry } from './catalog.js';
 import type { ChatCompletion, ChatRequest, Svc, WireToolCall } from './chat-types.js';
 import { openStreamWithFailover, type OpenedStream, type RouteRequest, type Served } from './failover.js';
+import { CompletionTrace, failoverMetrics } from './completion-trace.js';
 import { Lease } from './lease.js';
 import { readAnswer } from './read-answer.js';
 import { RequestWatch } from './request-watch.js';
@@ -66,6 +67,8 @@ export interface Admission extends CheckedRequest {
   lease: Lease;
   /** Whether an Idempotency-Key claim rides on this reservation: its settlement stores the response. */
   idempotent: boolean;
+  /** The hold and the serving upstream, for metrics and the completion log line. */
+  trace: CompletionTrace;
 }
 
 export type StreamOutput =
@@ -129,6 +132,7 @@ export class CompletionService {
       maxOutput: outcome.maxOutput,
       lease: Lease.start(store, reservationId, leaseMs),
       idempotent: idempotencyKey !== null,
+      trace: new CompletionTrace(this.deps.metrics, checked.entry.id, outcome.amount),
     };
   }
 
@@ -158,16 +162,21 @@ export class CompletionService {
   /** The first whole answer of the routes in order; a route that fails before or during its answer hands over to the next. */
   private async gatherAnswer(admission: Admission, watch: RequestWatch): Promise<{ candidate: Candidate; answer: Answer }> {
     for (let candidates = admission.plan.candidates; ;) {
-      const { candidate, result: upstream } = await openStreamWithFailover(candidates, this.upstreamRequest(admission), this.failoverOptions(watch.signal))
+      const served = await openStreamWithFailover(candidates, this.upstreamRequest(admission), this.failoverOptions(watch.signal))
         .catch((err: unknown) => { throw watch.explainOpening(err); });
+      const { candidate, result: upstream } = served;
+      admission.trace.opened(served);
       const answer = new Answer();
       try {
         for await (const _ of readAnswer(upstream, answer, watch, admission.maxOutput));
+        admission.trace.answerEnded(served, 'ok');
         return { candidate, answer };
       } catch (err) {
         if (!(err instanceof UpstreamError)) throw err;
+        admission.trace.answerEnded(served, err.failure);
         candidates = candidates.slice(candidates.indexOf(candidate) + 1);
         if (watch.stopped !== null || candidates.length === 0) throw watch.explainMidAnswer(err);
+        this.deps.metrics.failovers.inc({ upstream: candidate.upstream });
       }
     }
   }
@@ -199,7 +208,9 @@ export class CompletionService {
         await this.settlement.release(admission);
       }
     }
-    let { candidate, result: upstream } = opened;
+    let served: Served<OpenedStream> = opened;
+    let { candidate, result: upstream } = served;
+    admission.trace.opened(served);
     const answer = new Answer();
     /** Every route that contributed to the answer, in order: more than one when an answer was continued. */
     const routes = [candidate];
@@ -214,16 +225,21 @@ export class CompletionService {
             if (out.type === 'delta' && out.content) yield out;
             else if (out.type === 'tool_call') yield out;
           }
+          admission.trace.answerEnded(served, 'ok');
           failure = null;
           break;
         } catch (err) {
           if (!(err instanceof UpstreamError)) throw err;
+          admission.trace.answerEnded(served, err.failure);
           failure = watch.explainMidAnswer(err);
         }
         // The route died after content reached the client: a following route that can continue the answer does.
         const next = yield* this.continuation(admission, watch, answer, candidate);
         if (!next) break;
+        this.deps.metrics.failovers.inc({ upstream: candidate.upstream });
+        served = next;
         ({ candidate, result: upstream } = next);
+        admission.trace.opened(next);
         routes.push(candidate);
       }
     } finally {
@@ -296,10 +312,11 @@ export class CompletionService {
       firstByteTimeoutMs: this.deps.firstByteTimeoutMs,
       hedgeAfterMs: this.deps.hedgeAfterMs,
       breaker: this.deps.breaker,
-      onAttempt: (c: Candidate, outcome: string, latencyMs: number) => {
-        this.deps.metrics.upstreamAttempts.inc({ upstream: c.upstream, outcome });
+      ...failoverMetrics(this.deps.metrics),
+      onAttempt: (c: Candidate, outcome: 'ok' | UpstreamError['failure'], elapsedMs: number) => {
+        failoverMetrics(this.deps.metrics).onAttempt?.(c, outcome, elapsedMs);
         // A client that went away says nothing of the upstream.
-        if (outcome !== 'aborted') this.deps.upstreamStats.record(c.upstream, outcome === 'ok', latencyMs);
+        if (outcome !== 'aborted') this.deps.upstreamStats.record(c.upstream, outcome === 'ok', elapsedMs);
       },
     };
   }

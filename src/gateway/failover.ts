@@ -16,13 +16,19 @@ export interface FailoverOptions {
   /** Start the next candidate alongside when the current one is silent this long. */
   hedgeAfterMs?: number;
   breaker: Breaker;
-  /** Each finished attempt: its outcome and the time it took to the first byte or the failure. */
-  onAttempt?: (candidate: Candidate, outcome: 'ok' | UpstreamError['failure'], latencyMs: number) => void;
+  /** An attempt's outcome and how long it took (ok: to its first content; else: to its failure). */
+  onAttempt?: (candidate: Candidate, outcome: 'ok' | UpstreamError['failure'], elapsedMs: number) => void;
+  /** A failed attempt handed the request over to the next candidate. */
+  onFailover?: (failed: Candidate) => void;
+  /** A candidate started alongside a silent one. */
+  onHedge?: (started: Candidate) => void;
 }
 
 export interface Served<T> {
   candidate: Candidate;
   result: T;
+  /** When the winning attempt started (performance.now()). */
+  startedAt: number;
 }
 
 /** A stream that has produced its first content: from here on, failures reach the client. */
@@ -87,11 +93,15 @@ function runFailover<T>(candidates: Candidate[], options: FailoverOptions, attem
         if (live.size === 0) decide(() => reject(allFailed(failures)));
         return;
       }
+      const startedAt = performance.now();
       const controller = new AbortController();
       live.add(controller);
-      const hedge = options.hedgeAfterMs === undefined || next >= candidates.length ? null : setTimeout(launch, options.hedgeAfterMs);
+      const hedgeNext = () => {
+        if (!decided && candidates[next]) options.onHedge?.(candidates[next]!);
+        launch();
+      };
+      const hedge = options.hedgeAfterMs === undefined || next >= candidates.length ? null : setTimeout(hedgeNext, options.hedgeAfterMs);
       const stopHedge = () => hedge && clearTimeout(hedge);
-      const startedAt = performance.now();
       attemptWithTimeout(candidate, options, attempt, controller, stopHedge).then(
         (result) => {
           stopHedge();
@@ -99,7 +109,7 @@ function runFailover<T>(candidates: Candidate[], options: FailoverOptions, attem
           if (decided) return dispose?.(result);
           options.breaker.recordSuccess(candidate.upstream);
           options.onAttempt?.(candidate, 'ok', performance.now() - startedAt);
-          decide(() => resolve({ candidate, result }));
+          decide(() => resolve({ candidate, result, startedAt }));
         },
         (err: unknown) => {
           stopHedge();
@@ -111,6 +121,7 @@ function runFailover<T>(candidates: Candidate[], options: FailoverOptions, attem
           if (options.signal.aborted) return decide(() => reject(new UpstreamError('aborted', 'the client went away')));
           if (countsAgainst(error)) options.breaker.recordFailure(candidate.upstream, `${error.failure}: ${error.message}`);
           failures.push({ upstream: candidate.upstream, error });
+          if (next < candidates.length) options.onFailover?.(candidate);
           launch();
         },
       );

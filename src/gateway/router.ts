@@ -9,6 +9,7 @@ import type { Breaker } from './breaker.js';
 import { classifyPrompt } from './classifier.js';
 import type { ChatMessage, ProviderAdapter, RouteParams } from '../providers/types.js';
 import { routeParams } from './route-params.js';
+import type { AutoChoice } from '../http/schemas/chat-completion-response.js';
 
 export interface Candidate {
   /** `provider/model`, the breaker's and the logs' name for it. */
@@ -19,11 +20,7 @@ export interface Candidate {
   params: RouteParams;
 }
 
-export interface AutoChoice {
-  class: 'simple' | 'code' | 'complex';
-  alias: string;
-  reasons: string[];
-}
+export type { AutoChoice };
 
 export interface RoutePlan {
   candidates: Candidate[];

@@ -9,7 +9,6 @@ import type { Clock } from '../clock.js';
 import type { GatewayError } from '../errors.js';
 import { creditsFor } from '../metering/pricing.js';
 import { countTextTokens } from '../metering/tokens.js';
-import type { Metrics } from '../metrics.js';
 import type { TokenUsage } from '../providers/types.js';
 import type { Delivered, SettleRequest, SettleResult, Store, StoredResponse } from '../store/types.js';
 import type { Answer } from './answer.js';
@@ -28,7 +27,6 @@ const SETTLE_RETRY_MS = 250;
 export interface SettlementDeps {
   store: Store;
   clock: Clock;
-  metrics: Metrics;
 }
 
 export class Settlement {
@@ -53,7 +51,7 @@ export class Settlement {
       promptTokens: tokens.promptTokens, completionTokens: tokens.completionTokens, routedModel: candidate.model,
       ...(admission.idempotent && { respond: (settled: SettleResult) => respond(svcOf(settled)) }),
     });
-    this.deps.metrics.creditsCharged.inc({ model: admission.entry.id }, result.charged);
+    admission.trace.settled(result, tokens);
     return svc ?? svcOf(result);
   }
 
@@ -67,6 +65,7 @@ export class Settlement {
         if (attempt >= SETTLE_ATTEMPTS) {
           await admission.lease.renew().catch(() => false);
           admission.lease.stop();
+          admission.trace.abandoned();
           throw err;
         }
         await sleep(SETTLE_RETRY_MS * attempt);
@@ -106,7 +105,10 @@ export class Settlement {
   async release(admission: Admission): Promise<void> {
     admission.lease.stop();
     // If even this fails, the lease lapses and the sweeper releases the hold.
-    await this.deps.store.release(admission.reservationId).catch(() => undefined);
+    await this.deps.store.release(admission.reservationId).then(
+      () => admission.trace.released(),
+      () => admission.trace.abandoned(),
+    );
   }
 
   /**

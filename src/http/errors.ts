@@ -35,13 +35,15 @@ export function sendError(reply: FastifyReply, error: GatewayError): FastifyRepl
   return reply.status(error.status).headers(error.headers).send(error.toBody(reply.request.id));
 }
 
-export function installErrorHandling(app: FastifyInstance): void {
+/** `onError` sees every error answered through the handler (refusals are counted there). */
+export function installErrorHandling(app: FastifyInstance, onError?: (error: GatewayError) => void): void {
   app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
     if (reply.raw.destroyed) {
       request.log.info('the client went away before the answer');
       return reply;
     }
     const error = toGatewayError(err);
+    onError?.(error);
     if (error.status >= 500) request.log.error({ err: error.cause ?? err, code: error.code }, error.message);
     else request.log.info({ code: error.code }, error.message);
     return sendError(reply, error);
@@ -100,12 +102,20 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   socket.destroy(err);
 }
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** A route that only answers 405 (see allowOnly): not an endpoint of the API document. */
+    methodNotAllowed?: boolean;
+  }
+}
+
 /** Answers 405 for the methods a path does not take (404 stays for paths that do not exist). */
 export function allowOnly(app: FastifyInstance, path: string, allowed: string[]): void {
   const others = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => !allowed.includes(m));
   app.route({
     method: others,
     url: path,
+    config: { methodNotAllowed: true },
     handler: async (request) => { throw errors.methodNotAllowed(request.method, request.url.split('?')[0] ?? path); },
   });
 }
@@ -124,11 +134,15 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown, emptyAs
   throw errors.invalidValue(param || null, param ? `${param}: ${issue.message}` : issue.message);
 }
 
-function formatParam(path: PropertyKey[]): string {
-  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
+/** Validates a query string against its schema; a bad parameter → invalid_value naming it, in the schema's words. */
+export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.infer<T> {
+  const result = schema.safeParse(query ?? {});
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const param = formatParam(issue.path);
+  throw errors.invalidValue(param || null, issue.message);
 }
 
-/** Validates a query string the same way: a bad parameter → invalid_value naming it. */
-export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.infer<T> {
-  return parseBody(schema, query ?? {}, {});
+function formatParam(path: PropertyKey[]): string {
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
 }

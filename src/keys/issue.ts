@@ -1,6 +1,7 @@
 /** Issuing a key: one path for the API, the admin API and the CLI. */
 import type { ApiKeyRecord, Environment, Store } from '../store/types.js';
 import { isoSeconds } from '../clock.js';
+import type { ApiKeyObject } from '../http/schemas/account.js';
 import { generateApiKey } from './secret.js';
 
 export interface KeyRequest {
@@ -28,7 +29,7 @@ export async function issueApiKey(store: Store, accountId: string, input: KeyReq
 }
 
 /** The key record as the API shows it: never the secret. */
-export function apiKeyObject(record: ApiKeyRecord): Record<string, unknown> {
+export function apiKeyObject(record: ApiKeyRecord): ApiKeyObject {
   return {
     id: record.id,
     object: 'api_key',

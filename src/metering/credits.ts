@@ -1,5 +1,7 @@
 /** Granting credits and showing balances: shared by the API, the admin API and the CLI. */
 import { isoSeconds } from '../clock.js';
+import type { CreditsObject } from '../http/schemas/account.js';
+import type { CreditGrantObject } from '../http/schemas/admin.js';
 import type { Balances, CreditKind, Grant, Store } from '../store/types.js';
 
 const DAY_MS = 86_400_000;
@@ -24,7 +26,7 @@ export function grantProblem(input: GrantInput): { param: string; message: strin
   return null;
 }
 
-export function grantObject(grant: Grant): Record<string, unknown> {
+export function grantObject(grant: Grant): CreditGrantObject {
   return {
     id: grant.id,
     object: 'credit_grant',
@@ -37,7 +39,7 @@ export function grantObject(grant: Grant): Record<string, unknown> {
 }
 
 /** The body of GET /v1/credits. */
-export function creditsObject(accountId: string, balances: Balances, now: Date): Record<string, unknown> {
+export function creditsObject(accountId: string, balances: Balances, now: Date): CreditsObject {
   const total = balances.earned + balances.purchased;
   const expiresAt = balances.earnedExpiresAt;
   return {
@@ -55,6 +57,6 @@ export function creditsObject(accountId: string, balances: Balances, now: Date):
   };
 }
 
-export async function accountCredits(store: Store, accountId: string, now: Date): Promise<Record<string, unknown>> {
+export async function accountCredits(store: Store, accountId: string, now: Date): Promise<CreditsObject> {
   return creditsObject(accountId, await store.balances(accountId), now);
 }

@@ -12,7 +12,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Client } from 'pg';
 import type { FastifyInstance } from 'fastify';
 import OpenAI from 'openai';
-import { buildApp } from '../../src/app.js';
+import { buildApp, type AppDeps } from '../../src/app.js';
 import type { Clock } from '../../src/clock.js';
 import { parseConfig } from '../../src/config.js';
 import { issueApiKey } from '../../src/keys/issue.js';
@@ -87,6 +87,10 @@ export interface GatewayOptions {
   sweepEveryMs?: number;
   /** Puts a layer between the app and its real store (fault injection: a database that refuses some calls). */
   wrapStore?: (store: Store) => Store;
+  /** Process metrics (prom-client's default collectors) on /metrics, as `serve` has them. */
+  defaultMetrics?: boolean;
+  /** Sees every route the app registers. */
+  onRoute?: AppDeps['onRoute'];
 }
 
 /** The spec's four aliases, each routed to the fake upstream's model of the same name as the alias. */
@@ -129,7 +133,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<TestGa
     config, store: options.wrapStore ? options.wrapStore(store) : store, clock, adminToken: options.adminToken ?? null,
     env: { FAKE_UPSTREAM_KEY: 'sk-fake-upstream' },
     logger: { level: 'debug', stream },
-    leaseMs: options.leaseMs, sweepEveryMs: options.sweepEveryMs,
+    leaseMs: options.leaseMs, sweepEveryMs: options.sweepEveryMs, defaultMetrics: options.defaultMetrics, onRoute: options.onRoute,
   });
   const origin = await app.listen({ port: 0, host: '127.0.0.1' });
   const baseURL = `${origin}/v1`;

@@ -1,6 +1,5 @@
 /** The operator's API under /admin/v1, only when SVC_ADMIN_TOKEN is set. */
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import type { Clock } from '../../clock.js';
 import { isoSeconds } from '../../clock.js';
 import { errors } from '../../errors.js';
@@ -12,6 +11,7 @@ import { accountCredits, grantObject, grantProblem } from '../../metering/credit
 import type { Account, Store } from '../../store/types.js';
 import { isAdminToken } from '../auth.js';
 import { allowOnly, parseBody, parseQuery } from '../errors.js';
+import { createAccountBody, grantBody, listAccountsQuery, type AccountObject } from '../schemas/admin.js';
 import { createApiKeyBody } from '../schemas/api-key.js';
 
 export interface AdminRouteDeps {
@@ -23,18 +23,6 @@ export interface AdminRouteDeps {
   upstreamStats: UpstreamStats;
   traffic: AliasTraffic;
 }
-
-const createAccountBody = z.object({ name: z.string().max(200).nullish() });
-const grantBody = z.object({
-  kind: z.enum(['earned', 'purchased']),
-  amount: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
-  expires_at: z.iso.datetime({ offset: true }).nullish(),
-});
-
-const listAccountsQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  after: z.string().max(100).optional(),
-});
 
 export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
   const { store, clock } = deps;
@@ -100,6 +88,6 @@ export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
   app.get('/traffic', async () => deps.traffic.view());
 }
 
-function accountObject(account: Account): Record<string, unknown> {
+function accountObject(account: Account): AccountObject {
   return { id: account.id, object: 'account', name: account.name, created_at: isoSeconds(account.createdAt) };
 }

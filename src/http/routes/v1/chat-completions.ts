@@ -10,6 +10,8 @@ import type { ChatRequest, StoredCompletion } from '../../../gateway/chat-types.
 import type { CompletionService, StreamOutput } from '../../../gateway/completion.js';
 import type { ChatMessage } from '../../../providers/types.js';
 import type { IdempotencyClaim, Store } from '../../../store/types.js';
+import type { Metrics } from '../../../metrics.js';
+import { CompletionRecord } from '../../completion-log.js';
 import { allowOnly, parseBody } from '../../errors.js';
 import type { ChatCompletionBody } from '../../schemas/chat-completion.js';
 import { chatCompletionBody } from '../../schemas/chat-completion.js';
@@ -19,17 +21,33 @@ export interface ChatRouteDeps {
   store: Store;
   completions: CompletionService;
   maxInFlight: number;
+  metrics: Metrics;
+  /** `logging.prompts`: the completion log line carries the messages. */
+  logPrompts: boolean;
 }
 
 export function chatCompletionRoutes(app: FastifyInstance, deps: ChatRouteDeps): void {
   let inFlight = 0;
   allowOnly(app, '/chat/completions', ['POST']);
   app.post('/chat/completions', async (request, reply) => {
+    const record = new CompletionRecord(request, reply, { metrics: deps.metrics, logPrompts: deps.logPrompts });
+    try {
+      return await complete(request, reply, record);
+    } catch (err) {
+      record.failed(err);
+      throw err;
+    } finally {
+      record.finish();
+    }
+  });
+
+  async function complete(request: FastifyRequest, reply: FastifyReply, record: CompletionRecord): Promise<unknown> {
     const controller = watchClient(reply);
     const caller = request.caller!;
     const body = parseBody(chatCompletionBody, request.body);
     const chat = toChatRequest(body);
     const checked = deps.completions.check(chat);
+    record.passedChecks(checked);
     const idempotencyKey = idempotencyKeyOf(request);
     if (inFlight >= deps.maxInFlight) throw errors.overloaded(1);
     // The slot is taken before the first await, so that no burst can pass the limit between check and count.
@@ -37,26 +55,32 @@ export function chatCompletionRoutes(app: FastifyInstance, deps: ChatRouteDeps):
     try {
       if (idempotencyKey !== null) {
         const claim = await deps.store.claimIdempotencyKey(caller.accountId, idempotencyKey, fingerprint(request.body));
-        if (claim.state !== 'claimed') return await answerClaim(claim, chat, reply);
+        if (claim.state !== 'claimed') return await answerClaim(claim, chat, reply, record);
       }
       let admission;
       try {
         if (controller.signal.aborted) throw errors.upstreamUnavailable('The client closed the connection.');
         admission = await deps.completions.reserve(caller, checked, idempotencyKey);
+        record.admitted(admission);
       } catch (err) {
         // Refused before it reached the ledger: the key is free for a retry.
         if (idempotencyKey !== null) await deps.store.abandonIdempotencyKey(caller.accountId, idempotencyKey);
         throw err;
       }
-      if (!chat.stream) return await deps.completions.complete(admission, controller.signal, request.arrivedAt);
+      if (!chat.stream) {
+        const completion = await deps.completions.complete(admission, controller.signal, request.arrivedAt);
+        record.answered(completion);
+        return completion;
+      }
       const final = await sendStream(reply, frameOf(admission.id, admission.created, chat),
         deps.completions.stream(admission, controller.signal, request.arrivedAt));
       if (final?.type === 'error') request.log.warn({ err: final.error.cause, code: final.error.code }, `stream ended early: ${final.error.message}`);
+      record.answered(final?.completion ?? null, final?.type === 'error' ? final.error : null);
       return reply;
     } finally {
       inFlight -= 1;
     }
-  });
+  }
 }
 
 /**
@@ -76,7 +100,9 @@ function watchClient(reply: FastifyReply): AbortController {
 }
 
 /** The answer to a request whose Idempotency-Key was already used: a 409, or the first response again. */
-async function answerClaim(claim: Exclude<IdempotencyClaim, { state: 'claimed' }>, chat: ChatRequest, reply: FastifyReply): Promise<unknown> {
+async function answerClaim(
+  claim: Exclude<IdempotencyClaim, { state: 'claimed' }>, chat: ChatRequest, reply: FastifyReply, record: CompletionRecord,
+): Promise<unknown> {
   switch (claim.state) {
     case 'mismatch': throw errors.idempotencyConflict('This Idempotency-Key was used with a different request body.');
     case 'running': throw errors.idempotencyConflict('The first request with this Idempotency-Key is still running.');
@@ -85,6 +111,7 @@ async function answerClaim(claim: Exclude<IdempotencyClaim, { state: 'claimed' }
     case 'done': {
       const stored = claim.response.body as StoredCompletion;
       reply.header('idempotent-replayed', 'true');
+      record.answered(stored, null, true);
       if (!chat.stream) return stored;
       await sendStream(reply, frameOf(stored.id, stored.created, chat), replay(stored));
       return reply;

@@ -7,29 +7,23 @@ import type { Clock } from '../../../clock.js';
 import { utcDay } from '../../../clock.js';
 import { errors } from '../../../errors.js';
 import type { Store, UsageRow } from '../../../store/types.js';
-import { allowOnly } from '../../errors.js';
+import { allowOnly, parseQuery } from '../../errors.js';
+import { usageQuery, type UsageObject } from '../../schemas/account.js';
 
 const DAY_MS = 86_400_000;
 const MAX_SPAN_DAYS = 366;
 const DEFAULT_SPAN_DAYS = 30;
 
-interface UsageQuerystring {
-  start_date?: unknown;
-  end_date?: unknown;
-  model?: unknown;
-}
-
 export function usageRoutes(app: FastifyInstance, { store, clock }: { store: Store; clock: Clock }): void {
   allowOnly(app, '/usage', ['GET']);
-  app.get<{ Querystring: UsageQuerystring }>('/usage', async (request) => {
-    const q = request.query;
+  app.get('/usage', async (request) => {
+    const q = parseQuery(usageQuery, request.query);
     const end = q.end_date === undefined ? dayStart(utcDay(clock.now())) : parseDate(q.end_date, 'end_date');
     const start = q.start_date === undefined ? new Date(end.getTime() - (DEFAULT_SPAN_DAYS - 1) * DAY_MS) : parseDate(q.start_date, 'start_date');
     if (start > end) throw errors.invalidValue('start_date', 'start_date must not be after end_date.');
     if ((end.getTime() - start.getTime()) / DAY_MS + 1 > MAX_SPAN_DAYS) {
       throw errors.invalidValue('start_date', `The period may span at most ${MAX_SPAN_DAYS} days.`);
     }
-    if (q.model !== undefined && typeof q.model !== 'string') throw errors.invalidValue('model', 'model must be a string.');
     const rows = await store.usage({
       accountId: request.caller!.accountId, from: start, until: new Date(end.getTime() + DAY_MS), model: q.model,
     });
@@ -37,7 +31,7 @@ export function usageRoutes(app: FastifyInstance, { store, clock }: { store: Sto
   });
 }
 
-function rollup(start: Date, end: Date, rows: UsageRow[]): Record<string, unknown> {
+function rollup(start: Date, end: Date, rows: UsageRow[]): UsageObject {
   const breakdown: Record<string, { requests: number; credits: number }> = {};
   const totals = { requests: 0, prompt: 0, completion: 0, credits: 0 };
   for (const row of rows) {
@@ -65,10 +59,8 @@ function rollup(start: Date, end: Date, rows: UsageRow[]): Record<string, unknow
   };
 }
 
-function parseDate(value: unknown, param: string): Date {
-  if (typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(value)) {
-    throw errors.invalidValue(param, `${param} must be a date as YYYY-MM-DD.`);
-  }
+/** A YYYY-MM-DD (the schema checked the form) that must also be a calendar date. */
+function parseDate(value: string, param: string): Date {
   const date = dayStart(value);
   if (Number.isNaN(date.getTime()) || utcDay(date) !== value) throw errors.invalidValue(param, `${param} is not a calendar date.`);
   return date;
