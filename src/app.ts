@@ -11,7 +11,7 @@ import type { GatewayConfig } from './config.js';
 import { Breaker } from './gateway/breaker.js';
 import { Catalog } from './gateway/catalog.js';
 import { CompletionService } from './gateway/completion.js';
-import { startSweeper } from './gateway/lease.js';
+import { LeaseKeeper, startSweeper } from './gateway/lease.js';
 import { Router } from './gateway/router.js';
 import { AliasTraffic, UpstreamStats } from './gateway/traffic.js';
 import { dashboardRoutes } from './http/routes/dashboard.js';
@@ -63,8 +63,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const leaseMs = deps.leaseMs ?? 30_000;
   const upstreamStats = new UpstreamStats(clock);
   const traffic = new AliasTraffic(clock);
+  // Created before the app, it reports through the app's logger once there is one.
+  const leases = new LeaseKeeper(store, leaseMs, (err) => app.log.error({ err }, 'lease renewal failed'));
   const completions = new CompletionService({
-    store, catalog, router, breaker, clock, metrics, leaseMs, firstByteTimeoutMs: config.routing.first_byte_timeout_ms,
+    store, catalog, router, breaker, clock, metrics, leaseMs, leases, firstByteTimeoutMs: config.routing.first_byte_timeout_ms,
     hedgeAfterMs: config.routing.hedge_after_ms, streamIdleTimeoutMs: config.routing.stream_idle_timeout_ms,
     maxRequestMs: config.routing.max_request_ms, upstreamStats, traffic,
   });
@@ -121,6 +123,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const stopSweeper = startSweeper(store, deps.sweepEveryMs ?? 15_000, (err) => app.log.error({ err }, 'lease sweep failed'));
   app.addHook('onClose', async () => {
     stopSweeper();
+    leases.close();
     await providers.close();
   });
   return app;

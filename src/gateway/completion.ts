@@ -20,7 +20,7 @@ import type { Catalog, CatalogEntry } from './catalog.js';
 import type { ChatCompletion, ChatRequest, Svc, WireToolCall } from './chat-types.js';
 import { openStreamWithFailover, type OpenedStream, type RouteRequest, type Served } from './failover.js';
 import { CompletionTrace, failoverMetrics } from './completion-trace.js';
-import { Lease } from './lease.js';
+import type { Lease, LeaseKeeper } from './lease.js';
 import { readAnswer } from './read-answer.js';
 import { RequestWatch } from './request-watch.js';
 import { honouring, routeRequest } from './route-params.js';
@@ -40,6 +40,8 @@ export interface CompletionDeps {
   streamIdleTimeoutMs: number;
   maxRequestMs: number;
   leaseMs: number;
+  /** The process's leases, all renewed together; its `leaseMs` is the one above. */
+  leases: LeaseKeeper;
   /** What the operator's dashboard shows: attempts per upstream, requests per alias (this process only). */
   upstreamStats: UpstreamStats;
   traffic: AliasTraffic;
@@ -130,7 +132,7 @@ export class CompletionService {
       created: Math.floor(clock.now().getTime() / 1000),
       reservationId,
       maxOutput: outcome.maxOutput,
-      lease: Lease.start(store, reservationId, leaseMs),
+      lease: this.deps.leases.start(reservationId),
       idempotent: idempotencyKey !== null,
       trace: new CompletionTrace(this.deps.metrics, checked.entry.id, outcome.amount),
     };

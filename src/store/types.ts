@@ -101,6 +101,13 @@ export interface Delivered {
   routedModel: string;
 }
 
+/** One lease in a batch renewal: extended to now + `leaseMs`, recording `delivered` when given. */
+export interface LeaseRenewal {
+  reservationId: string;
+  leaseMs: number;
+  delivered?: Delivered | null;
+}
+
 /**
  * The reserving transaction's answer. `rate_limit`: the key's `rate_limit_rpm`
  * is used up (checked first; a request counts against it only once its
@@ -206,6 +213,11 @@ export interface Store {
   reserve(request: ReserveRequest, plan: ReservationPlanner): Promise<ReserveOutcome>;
   /** Extends a live reservation's lease and records what it delivered so far; false when it is no longer held. */
   renewLease(reservationId: string, leaseMs: number, delivered?: Delivered | null): Promise<boolean>;
+  /**
+   * `renewLease` for many reservations in one statement (each id once); answers the
+   * ids still held, hence renewed. Closed or unknown ones are left as they are.
+   */
+  renewLeases(renewals: readonly LeaseRenewal[]): Promise<Set<string>>;
   /** Charges and releases the rest; idempotent on a reservation already closed. */
   settle(request: SettleRequest): Promise<SettleResult>;
   /** Releases a reservation at no charge; its Idempotency-Key claim goes with it. */

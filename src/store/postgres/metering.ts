@@ -21,7 +21,7 @@ import type { Pool, PoolClient, QueryResult, QueryResultRow } from 'pg';
 import type { Clock } from '../../clock.js';
 import { utcDay } from '../../clock.js';
 import { admitRequest } from '../../metering/rate-limit.js';
-import type { Delivered, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult } from '../types.js';
+import type { Delivered, LeaseRenewal, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult } from '../types.js';
 import { inTransaction } from './database.js';
 
 interface GrantRow {
@@ -123,6 +123,16 @@ const SQL = {
       delivered_credits = GREATEST(delivered_credits, $3), delivered_prompt_tokens = GREATEST(delivered_prompt_tokens, $4),
       delivered_completion_tokens = GREATEST(delivered_completion_tokens, $5), routed_model = $6
     WHERE id = $1 AND state = 'held'`,
+  // Both renewals above for many reservations at once, column by column (delivered figures null when nothing was).
+  renewMany: `UPDATE reservations r SET lease_until = v.lease,
+      delivered_credits = GREATEST(r.delivered_credits, COALESCE(v.credits, 0)),
+      delivered_prompt_tokens = GREATEST(r.delivered_prompt_tokens, COALESCE(v.prompt, 0)),
+      delivered_completion_tokens = GREATEST(r.delivered_completion_tokens, COALESCE(v.completion, 0)),
+      routed_model = COALESCE(v.routed, r.routed_model)
+    FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[])
+      AS v(id, lease, credits, prompt, completion, routed)
+    WHERE r.id = v.id AND r.state = 'held'
+    RETURNING r.id`,
   ledger: `INSERT INTO ledger (account_id, grant_id, entry, amount, reservation_id, shortfall, created_at)
     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
   insertCompletion: `INSERT INTO completions
@@ -187,6 +197,28 @@ export class PostgresMetering {
       ])
       : await run(this.pool, 'renew', [reservationId, lease]);
     return result.rowCount === 1;
+  }
+
+  /** Renews every lease given in one statement; answers the ids still held. */
+  async renewLeases(renewals: readonly LeaseRenewal[]): Promise<Set<string>> {
+    if (renewals.length === 0) return new Set();
+    const now = this.clock.now().getTime();
+    const ids: string[] = [];
+    const leases: number[] = [];
+    const credits: Array<number | null> = [];
+    const prompts: Array<number | null> = [];
+    const completions: Array<number | null> = [];
+    const routed: Array<string | null> = [];
+    for (const { reservationId, leaseMs, delivered } of renewals) {
+      ids.push(reservationId);
+      leases.push(now + leaseMs);
+      credits.push(delivered?.credits ?? null);
+      prompts.push(delivered?.promptTokens ?? null);
+      completions.push(delivered?.completionTokens ?? null);
+      routed.push(delivered?.routedModel ?? null);
+    }
+    const result = await run<{ id: string }>(this.pool, 'renewMany', [ids, leases, credits, prompts, completions, routed]);
+    return new Set(result.rows.map((r) => r.id));
   }
 
   settle(request: SettleRequest): Promise<SettleResult> {

@@ -11,7 +11,7 @@ import type { Clock } from '../../clock.js';
 import { systemClock, utcDay } from '../../clock.js';
 import { newId } from '../../ids.js';
 import type {
-  Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LedgerReport, NewApiKey, ReservationPlanner,
+  Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LeaseRenewal, LedgerReport, NewApiKey, ReservationPlanner,
   ReserveOutcome, ReserveRequest, SettleRequest, SettleResult, Store, StoredApiKey, UsageQuery, UsageRow,
 } from '../types.js';
 import { IDEMPOTENCY_WINDOW_MS, judgeClaim, toKeyRecord, type ClaimRow, type KeyRow } from '../rows.js';
@@ -152,6 +152,10 @@ export class PostgresStore implements Store {
 
   renewLease(reservationId: string, leaseMs: number, delivered?: Delivered | null): Promise<boolean> {
     return this.metering.renewLease(reservationId, leaseMs, delivered);
+  }
+
+  renewLeases(renewals: readonly LeaseRenewal[]): Promise<Set<string>> {
+    return this.metering.renewLeases(renewals);
   }
 
   settle(request: SettleRequest): Promise<SettleResult> {

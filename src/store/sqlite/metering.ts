@@ -9,7 +9,7 @@ import type { Clock } from '../../clock.js';
 import { utcDay } from '../../clock.js';
 import { admitRequest } from '../../metering/rate-limit.js';
 import type {
-  Delivered, LedgerDisagreement, LedgerReport, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult,
+  Delivered, LeaseRenewal, LedgerDisagreement, LedgerReport, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult,
 } from '../types.js';
 
 interface GrantRow {
@@ -115,6 +115,17 @@ function prepareStatements(db: Database) {
         delivered_credits = MAX(delivered_credits, @credits), delivered_prompt_tokens = MAX(delivered_prompt_tokens, @prompt),
         delivered_completion_tokens = MAX(delivered_completion_tokens, @completion), routed_model = @routed
       WHERE id = @id AND state = 'held'`),
+    // Both renewals above for many reservations at once, from a JSON array of
+    // [id, lease_until, credits, prompt, completion, routed] (the last four null when nothing was delivered).
+    renewMany: db.prepare(`UPDATE reservations SET lease_until = v.lease,
+        delivered_credits = MAX(delivered_credits, COALESCE(v.credits, 0)),
+        delivered_prompt_tokens = MAX(delivered_prompt_tokens, COALESCE(v.prompt, 0)),
+        delivered_completion_tokens = MAX(delivered_completion_tokens, COALESCE(v.completion, 0)),
+        routed_model = COALESCE(v.routed, routed_model)
+      FROM (SELECT value ->> 0 AS id, value ->> 1 AS lease, value ->> 2 AS credits, value ->> 3 AS prompt,
+          value ->> 4 AS completion, value ->> 5 AS routed FROM json_each(?)) AS v
+      WHERE reservations.id = v.id AND reservations.state = 'held'
+      RETURNING reservations.id`),
     leaseLapsed: db.prepare(`SELECT id FROM reservations WHERE state = 'held' AND lease_until < ? LIMIT 500`),
     ledger: db.prepare(`INSERT INTO ledger (account_id, grant_id, entry, amount, reservation_id, shortfall, created_at)
       VALUES (@account, @grant, @entry, @amount, @reservation, @shortfall, @now)`),
@@ -178,6 +189,18 @@ export class SqliteMetering {
       lease, id: reservationId, credits: delivered.credits, prompt: delivered.promptTokens,
       completion: delivered.completionTokens, routed: delivered.routedModel,
     }).changes === 1;
+  }
+
+  /** Renews every lease given in one statement; answers the ids still held. */
+  renewLeases(renewals: readonly LeaseRenewal[]): Set<string> {
+    if (renewals.length === 0) return new Set();
+    const now = this.clock.now().getTime();
+    const rows = renewals.map(({ reservationId, leaseMs, delivered }) => [
+      reservationId, now + leaseMs,
+      delivered?.credits ?? null, delivered?.promptTokens ?? null, delivered?.completionTokens ?? null, delivered?.routedModel ?? null,
+    ]);
+    const renewed = this.q.renewMany.all(JSON.stringify(rows)) as Array<{ id: string }>;
+    return new Set(renewed.map((r) => r.id));
   }
 
   settle(request: SettleRequest): SettleResult {

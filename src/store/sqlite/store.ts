@@ -12,7 +12,7 @@ import type { Clock } from '../../clock.js';
 import { systemClock, utcDay } from '../../clock.js';
 import { newId } from '../../ids.js';
 import type {
-  Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LedgerReport, NewApiKey, ReservationPlanner,
+  Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LeaseRenewal, LedgerReport, NewApiKey, ReservationPlanner,
   ReserveOutcome, ReserveRequest, SettleRequest, SettleResult, Store, StoredApiKey, UsageQuery, UsageRow,
 } from '../types.js';
 import { IDEMPOTENCY_WINDOW_MS, judgeClaim, toKeyRecord, type ClaimRow, type KeyRow } from '../rows.js';
@@ -185,6 +185,11 @@ export class SqliteStore implements Store {
 
   async renewLease(reservationId: string, leaseMs: number, delivered?: Delivered | null): Promise<boolean> {
     return this.write(() => this.metering.renewLease(reservationId, leaseMs, delivered));
+  }
+
+  async renewLeases(renewals: readonly LeaseRenewal[]): Promise<Set<string>> {
+    if (renewals.length === 0) return new Set();
+    return this.write(() => this.metering.renewLeases(renewals));
   }
 
   async settle(request: SettleRequest): Promise<SettleResult> {
