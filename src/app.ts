@@ -73,6 +73,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const app = Fastify({
     logger: loggerOptions(deps.logger),
+    // A chat completion writes its own one line (src/http/completion-log.ts); Fastify's two lines per
+    // request stay for every other route.
+    disableRequestLogging: (req) => (req.url ?? '').startsWith('/v1/chat/completions'),
     bodyLimit: BODY_LIMIT_BYTES,
     ...socketLimits(config.server),
     requestIdHeader: false,
