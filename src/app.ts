@@ -131,6 +131,8 @@ function socketLimits(server: GatewayConfig['server']) {
       requestTimeout: server.request_timeout_ms,
       headersTimeout: server.headers_timeout_ms,
       connectionsCheckingInterval: checkEveryMs,
+      // Refused by the gateway's own hook instead (installErrorHandling), so that the 400 carries the error body.
+      requireHostHeader: false,
     },
   };
 }
