@@ -15,12 +15,24 @@ import { startGateway, type TestGateway } from '../support/gateway.js';
 import { aliasesConfig, credits, parseSse } from '../support/e2e.js';
 import { ledgerVerifyCli, waitFor } from '../support/e2e-helpers.js';
 import { FC_SEED } from '../support/hostile-checks.js';
+import { creditsFor, DEFAULT_MAX_OUTPUT } from '../../src/metering/pricing.js';
+import { countPromptTokens } from '../../src/metering/tokens.js';
 import { scenario as scenarioArb, startGarbageUpstream, type GarbageUpstream, type Scenario } from '../support/garbage-upstream.js';
 
 /** Cases per run: FC_UPSTREAM_RUNS, default 300 (each is a whole completion). */
 const RUNS = process.env.FC_UPSTREAM_RUNS === undefined ? 300 : Number(process.env.FC_UPSTREAM_RUNS);
 const PRICE = { input_credits_per_1k: 100, output_credits_per_1k: 1000 };
 const UPSTREAM_ERRORS = new Set(['upstream_unavailable', 'upstream_timeout']);
+const MESSAGES = [{ role: 'user' as const, content: 'hello' }];
+const PROMPT_TOKENS = countPromptTokens(MESSAGES);
+/**
+ * The most a request may be charged, whatever the upstream reports: the contract
+ * settles on the upstream's usage (above the reservation when its prompt count
+ * is higher than the gateway's estimate, from what is available), but the gateway
+ * believes at most twice its own prompt count plus 64, and no more output than
+ * the max_tokens it sent (as hardening.test.ts pins down).
+ */
+const chargeBound = (maxOutput: number) => creditsFor(PROMPT_TOKENS * 2 + 64, maxOutput, PRICE);
 
 interface ErrorFields { message: unknown; type: unknown; code: unknown; param: unknown }
 
@@ -101,7 +113,7 @@ describe(`hostile upstream (fast-check seed ${FC_SEED})`, () => {
     const before = await credits(gw, account.key);
     const response = await fetch(`${gw.origin}/v1/chat/completions`, {
       method: 'POST', headers: { authorization: `Bearer ${account.key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'hostile', messages: [{ role: 'user', content: 'hello' }], stream, ...(maxTokens !== null && { max_tokens: maxTokens }) }),
+      body: JSON.stringify({ model: 'hostile', messages: MESSAGES, stream, ...(maxTokens !== null && { max_tokens: maxTokens }) }),
     });
     const text = await response.text();
     const used = checkAnswer(response.status, response.headers.get('content-type') ?? '', text, stream, what);
@@ -114,14 +126,16 @@ describe(`hostile upstream (fast-check seed ${FC_SEED})`, () => {
     assert.equal(after.reserved_credits, 0, what);
     const drop = before.total_credits - after.total_credits;
     assert.ok(last, what);
-    assert.ok(Number(last.charged) <= Number(last.amount), `charged ${last.charged} over the reservation ${last.amount}: ${what}`);
+    const maxOutput = maxTokens ?? DEFAULT_MAX_OUTPUT;
+    assert.equal(Number(last.amount), creditsFor(PROMPT_TOKENS, maxOutput, PRICE), `the reservation: ${what}`);
+    assert.ok(Number(last.charged) <= chargeBound(maxOutput), `charged ${last.charged}, past the bound ${chargeBound(maxOutput)} (reserved ${last.amount}): ${what}`);
     assert.equal(drop, Number(last.charged), `the balance dropped by what was charged: ${what}`);
     if (used !== null) assert.equal(used, drop, `svc.credits_used is what the balance lost: ${what}`);
     // The gateway lets the upstream's answer go, endless or hanging alike.
     await waitFor(async () => upstream.open, (open) => open === 0, `the upstream answer let go: ${what}`);
   };
 
-  it(`answers ${RUNS} generated garbage upstreams with a 200 or the contract's error, charging within the reservation`, { timeout: 600_000 }, async () => {
+  it(`answers ${RUNS} generated garbage upstreams with a 200 or the contract's error, charging within its bound`, { timeout: 600_000 }, async () => {
     const request = fc.record({ stream: fc.boolean(), maxTokens: fc.option(fc.integer({ min: 1, max: 64 }), { nil: null }) });
     await fc.assert(fc.asyncProperty(scenarioArb, request, async (s, { stream, maxTokens }) => {
       await oneCase(s, stream, maxTokens);
