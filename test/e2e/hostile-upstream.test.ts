@@ -9,6 +9,8 @@
  * bounded; `ledger verify` is clean at the end.
  */
 import assert from 'node:assert/strict';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { startGateway, type TestGateway } from '../support/gateway.js';
@@ -43,6 +45,14 @@ function assertErrorFields(error: ErrorFields | undefined, what: string): void {
   assert.doesNotMatch(error.message as string, /\n\s+at /, `${what}: no stack trace`);
   assert.equal(error.type, 'upstream_error', what);
   assert.ok(UPSTREAM_ERRORS.has(error.code as string), `${what}: code ${String(error.code)}`);
+}
+
+/** The heap in use after a full collection (gc exposed at run time, as --expose-gc would). */
+function retainedHeap(): number {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  gc();
+  return process.memoryUsage().heapUsed;
 }
 
 const isCount = (n: unknown) => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
@@ -91,6 +101,8 @@ describe(`hostile upstream (fast-check seed ${FC_SEED})`, () => {
   let upstream: GarbageUpstream;
   let gw: TestGateway;
   let account: { accountId: string; key: string };
+  /** What the caller got, by mode and status, reported as a diagnostic. */
+  const tally = new Map<string, number>();
 
   before(async () => {
     upstream = await startGarbageUpstream();
@@ -117,6 +129,8 @@ describe(`hostile upstream (fast-check seed ${FC_SEED})`, () => {
     });
     const text = await response.text();
     const used = checkAnswer(response.status, response.headers.get('content-type') ?? '', text, stream, what);
+    const outcome = `${stream ? 'stream' : 'json'} ${response.status}${stream && response.status === 200 && /"error":\{/.test(text) ? ' error-chunk' : ''}`;
+    tally.set(outcome, (tally.get(outcome) ?? 0) + 1);
     // The hold is released (a stream settles as its last chunk goes out) and the charge keeps within it.
     const held = () => gw.rows<{ n: number | string }>(`SELECT COUNT(*) AS n FROM reservations WHERE account_id = ? AND state = 'held'`, account.accountId);
     await waitFor(held, (rows) => Number(rows[0]!.n) === 0, `no hold left: ${what}`);
@@ -135,28 +149,39 @@ describe(`hostile upstream (fast-check seed ${FC_SEED})`, () => {
     await waitFor(async () => upstream.open, (open) => open === 0, `the upstream answer let go: ${what}`);
   };
 
-  it(`answers ${RUNS} generated garbage upstreams with a 200 or the contract's error, charging within its bound`, { timeout: 600_000 }, async () => {
+  it(`answers ${RUNS} generated garbage upstreams with a 200 or the contract's error, charging within its bound`, { timeout: 600_000 }, async (t) => {
     const request = fc.record({ stream: fc.boolean(), maxTokens: fc.option(fc.integer({ min: 1, max: 64 }), { nil: null }) });
     await fc.assert(fc.asyncProperty(scenarioArb, request, async (s, { stream, maxTokens }) => {
       await oneCase(s, stream, maxTokens);
     }), { seed: FC_SEED, numRuns: RUNS, includeErrorInReport: true });
+    t.diagnostic([...tally].sort().map(([k, n]) => `${k}: ${n}`).join(', '));
   });
 
-  it('stops reading endless streams at its bounds: memory stays bounded and each answer is let go', { timeout: 120_000 }, async () => {
+  it('stops reading endless streams at its bounds: memory stays bounded and each answer is let go', { timeout: 120_000 }, async (t) => {
     const units = ['data: {"choices":[{"index":0,"delta":{"content":"more "},"finish_reason":null}]}\n\n', ': ping\n\n', 'z'.repeat(65_536), `data: ${'q'.repeat(65_530)}`];
     const rssBefore = process.memoryUsage().rss;
+    const heapBefore = retainedHeap();
     let written = 0;
+    let most = 0;
     for (const unit of units) {
       for (const stream of [true, false]) {
         for (const maxTokens of [null, 5]) {
           const start = upstream.written;
           await oneCase({ delayMs: 0, status: 200, contentType: stream ? 'text/event-stream' : 'application/json', body: { kind: 'endless', unit } }, stream, maxTokens);
           written += upstream.written - start;
+          most = Math.max(most, upstream.written - start);
         }
       }
     }
-    const grownMb = (process.memoryUsage().rss - rssBefore) / 1024 / 1024;
-    assert.ok(grownMb < 200, `RSS grew ${grownMb.toFixed(0)} MB over endless streams that sent ${(written / 1024 / 1024).toFixed(0)} MB`);
+    const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+    const grown = process.memoryUsage().rss - rssBefore;
+    const retained = retainedHeap() - heapBefore;
+    t.diagnostic(`16 endless answers: ${mb(written)} MB sent (at most ${mb(most)} MB for one) before the gateway let go; ` +
+      `RSS grew ${mb(grown)} MB, the heap kept ${mb(retained)} MB after GC`);
+    assert.ok(grown < 200 * 1024 * 1024, `RSS grew ${mb(grown)} MB`);
+    assert.ok(retained < 32 * 1024 * 1024, `the heap kept ${mb(retained)} MB after GC`);
+    // The gateway stops reading at its bounds: 8 MiB of JSON, the output bound, or max_request_ms.
+    assert.ok(most < 128 * 1024 * 1024, `one endless answer sent ${mb(most)} MB before the gateway let go`);
   });
 
   it('stays up, and `ledger verify` accepts the ledger', async () => {

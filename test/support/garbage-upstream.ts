@@ -17,12 +17,15 @@ export type BodyPlan =
   | { kind: 'sse'; frames: string[]; end: Ending }
   | { kind: 'json'; text: string; end: Ending }
   | { kind: 'enormous'; unit: string; bytes: number }
-  | { kind: 'endless'; unit: string };
+  | { kind: 'endless'; unit: string }
+  /** Nearly right: SSE when asked to stream, else JSON; its usage figures may be wrong, its end cut. */
+  | { kind: 'plausible'; words: string[]; finish: string; usage: string | null; done: boolean; cutAfter: number | null };
 
 export interface Scenario {
   /** Before the status line: past first_byte_timeout_ms some of the time. */
   delayMs: number;
   status: number;
+  /** null: no Content-Type; 'auto': SSE's when the request asked to stream, else JSON's. */
   contentType: string | null;
   body: BodyPlan;
 }
@@ -59,7 +62,9 @@ export async function startGarbageUpstream(): Promise<GarbageUpstream> {
 
 async function answer(state: GarbageUpstream, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const plan = state.scenario;
-  for await (const chunk of req) void chunk;
+  const received: Buffer[] = [];
+  for await (const chunk of req) received.push(chunk as Buffer);
+  const asked = JSON.parse(Buffer.concat(received).toString('utf8')) as { stream?: boolean };
   state.open += 1;
   let gone = false;
   res.on('close', () => {
@@ -82,7 +87,9 @@ async function answer(state: GarbageUpstream, req: IncomingMessage, res: ServerR
   };
   if (plan.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, plan.delayMs));
   if (gone) return;
-  res.writeHead(plan.status, plan.contentType === null ? {} : { 'content-type': plan.contentType });
+  // 'auto': the content type of the mode asked for.
+  const type = plan.contentType === 'auto' ? (asked.stream === true ? 'text/event-stream' : 'application/json') : plan.contentType;
+  res.writeHead(plan.status, type === null ? {} : { 'content-type': type });
   const body = plan.body;
   if (body.kind === 'endless') {
     // Until the gateway goes away, however long that takes.
@@ -101,11 +108,33 @@ async function answer(state: GarbageUpstream, req: IncomingMessage, res: ServerR
     if (!gone) res.end();
     return;
   }
+  if (body.kind === 'plausible') {
+    const parts = plausibleParts(body, asked.stream === true);
+    for (const part of parts.slice(0, body.cutAfter ?? parts.length)) await write(part);
+    if (body.cutAfter === null) res.end();
+    else res.socket?.destroy();
+    return;
+  }
   const parts = body.kind === 'sse' ? body.frames : [body.kind === 'json' ? body.text : body.bytes];
   for (const part of parts) await write(part);
   if (body.end === 'close') res.end();
   else if (body.end === 'cut') res.socket?.destroy();
   // 'hang': the body stays open; the gateway's timeouts must end it.
+}
+
+/** A plausible answer's pieces: SSE frames, or a JSON completion in two halves (so that a cut splits it). */
+function plausibleParts(plan: Extract<BodyPlan, { kind: 'plausible' }>, stream: boolean): string[] {
+  const usage = plan.usage === null ? '' : `,"usage":${plan.usage}`;
+  if (!stream) {
+    const text = `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":${JSON.stringify(plan.words.join(' '))}},"finish_reason":${plan.finish}}]${usage}}`;
+    return [text.slice(0, text.length >> 1), text.slice(text.length >> 1)];
+  }
+  return [
+    ...plan.words.map((w) => data(chunk(`[{"index":0,"delta":{"content":${JSON.stringify(`${w} `)}},"finish_reason":null}]`))),
+    data(chunk(`[{"index":0,"delta":{},"finish_reason":${plan.finish}}]`)),
+    ...(plan.usage === null ? [] : [data(chunk('[]', plan.usage))]),
+    ...(plan.done ? ['data: [DONE]\n\n'] : []),
+  ];
 }
 
 const word = fc.constantFrom('alpha', 'beta', 'gamma', ' ', '\n', 'é', '😀', '\u0000', '"', '\\', '</s>');
@@ -174,7 +203,21 @@ export const bodyPlan: fc.Arbitrary<BodyPlan> = fc.oneof(
   }) },
 );
 
-export const scenario: fc.Arbitrary<Scenario> = fc.record({
+const plausible: fc.Arbitrary<Scenario> = fc.record({
+  delayMs: fc.constant(0),
+  status: fc.constant(200),
+  contentType: fc.oneof({ weight: 4, arbitrary: fc.constant<string | null>('auto') }, { weight: 1, arbitrary: fc.constantFrom<string | null>('text/event-stream', 'application/json', null) }),
+  body: fc.record({
+    kind: fc.constant('plausible' as const),
+    words: fc.array(word, { maxLength: 200 }),
+    finish: fc.oneof({ weight: 4, arbitrary: fc.constant('"stop"') }, { weight: 1, arbitrary: fc.constantFrom('"length"', '"tool_calls"', '"odd"', '5', 'null') }),
+    usage: fc.option(usageLiteral, { nil: null, freq: 5 }),
+    done: fc.boolean(),
+    cutAfter: fc.oneof({ weight: 3, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.nat({ max: 30 }) }),
+  }),
+});
+
+const anything: fc.Arbitrary<Scenario> = fc.record({
   delayMs: fc.oneof({ weight: 9, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.constantFrom(50, 500) }),
   status: fc.oneof(
     { weight: 6, arbitrary: fc.constant(200) },
@@ -183,3 +226,6 @@ export const scenario: fc.Arbitrary<Scenario> = fc.record({
   contentType: fc.constantFrom<string | null>('text/event-stream', 'application/json', 'application/json; charset=utf-8', 'text/plain', 'text/html', null, 'text/event-stream; charset=utf-8'),
   body: bodyPlan,
 });
+
+/** Half nearly right answers (the charge path, with wrong usage figures), half anything at all. */
+export const scenario: fc.Arbitrary<Scenario> = fc.oneof(plausible, anything);

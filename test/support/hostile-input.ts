@@ -208,3 +208,11 @@ export const queryJunk: fc.Arbitrary<string> = fc.oneof(
   fc.array(fc.tuple(fc.stringMatching(/^[a-z_]{1,10}$/), fc.string({ maxLength: 20 })), { maxLength: 5 })
     .map((pairs) => `?${pairs.map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join('&')}`),
 );
+
+/**
+ * A valid body whose reservation passes 1 credit (max_tokens ≥ 100 on every
+ * alias): an account holding 1 credit gets 402 after its Idempotency-Key claim,
+ * which is then abandoned, so the header's checks and the claim run with nothing to pay.
+ */
+export const unaffordableChatBody: fc.Arbitrary<Buffer> = fc.tuple(validBase, fc.integer({ min: 100, max: 5000 }))
+  .map(([base, maxTokens]) => Buffer.from(JSON.stringify({ ...base, max_tokens: maxTokens })));
