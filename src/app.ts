@@ -21,6 +21,7 @@ import { accountRoutes } from './http/routes/v1/account.js';
 import { usageRoutes } from './http/routes/v1/usage.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { healthRoutes } from './http/routes/health.js';
+import { refuseNulInUrl } from './http/text-guard.js';
 import { newId } from './ids.js';
 import { scrubSecrets } from './keys/secret.js';
 import { Metrics } from './metrics.js';
@@ -92,6 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     metrics.requests.observe({ method: request.method, route, status: reply.statusCode }, reply.elapsedTime / 1000);
   });
   installErrorHandling(app);
+  refuseNulInUrl(app);
 
   healthRoutes(app, { store, metrics });
   await app.register(async (v1) => {

@@ -12,6 +12,7 @@ import type { Account, Store } from '../../store/types.js';
 import { isAdminToken } from '../auth.js';
 import { allowOnly, parseBody, parseQuery } from '../errors.js';
 import { createApiKeyBody } from '../schemas/api-key.js';
+import { storedText } from '../text-guard.js';
 
 export interface AdminRouteDeps {
   store: Store;
@@ -21,7 +22,7 @@ export interface AdminRouteDeps {
   adminToken: string;
 }
 
-const createAccountBody = z.object({ name: z.string().max(200).nullish() });
+const createAccountBody = z.object({ name: storedText(200).nullish() });
 const grantBody = z.object({
   kind: z.enum(['earned', 'purchased']),
   amount: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
@@ -30,7 +31,7 @@ const grantBody = z.object({
 
 const listAccountsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
-  after: z.string().max(100).optional(),
+  after: storedText(100).optional(),
 });
 
 export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
