@@ -24,6 +24,7 @@ import { usageRoutes } from './http/routes/v1/usage.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { healthRoutes } from './http/routes/health.js';
 import { openApiRoutes } from './http/openapi.js';
+import { refuseNulInUrl } from './http/text-guard.js';
 import { newId } from './ids.js';
 import { scrubSecrets } from './keys/secret.js';
 import { Metrics } from './metrics.js';
@@ -106,6 +107,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   installErrorHandling(app, (error) => metrics.recordRefusal(error.status, error.code));
   metrics.watchBreakers({ upstreams: () => router.upstreams(), stateOf: (upstream) => breaker.stateOf(upstream) });
+  refuseNulInUrl(app);
 
   healthRoutes(app, { store, metrics });
   dashboardRoutes(app);
@@ -148,6 +150,8 @@ function socketLimits(server: GatewayConfig['server']) {
       requestTimeout: server.request_timeout_ms,
       headersTimeout: server.headers_timeout_ms,
       connectionsCheckingInterval: checkEveryMs,
+      // Refused by the gateway's own hook instead (installErrorHandling), so that the 400 carries the error body.
+      requireHostHeader: false,
     },
   };
 }

@@ -3,7 +3,7 @@
  * error body with its status. Also body parsing and validation, so that a bad
  * body is always the same 400.
  */
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
@@ -53,6 +53,17 @@ export function installErrorHandling(app: FastifyInstance, onError?: (error: Gat
   // Fastify's error handler; Fastify's own answer to them is not the OpenAI error body.
   app.server.removeAllListeners('clientError');
   app.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
+  // Node hands a CONNECT request to 'connect' listeners and, with none, drops the socket unanswered.
+  app.server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    writeRawError(socket, errors.methodNotAllowed('CONNECT', scrubSecrets(req.url ?? '')));
+    socket.destroy();
+  });
+  // Node's own refusal of an HTTP/1.1 request without Host (requireHostHeader) is a bare 400; this one has the body.
+  app.addHook('onRequest', async (request) => {
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      throw errors.invalidValue('Host', 'An HTTP/1.1 request must carry a Host header.');
+    }
+  });
 
   // Every body is read as JSON whatever its content type claims, so a bad one is always invalid_json.
   app.removeAllContentTypeParsers();
@@ -93,12 +104,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? new GatewayError({ status: 408, type: 'invalid_request_error', code: 'request_timeout', message: 'The request took too long to arrive.' })
       : errors.invalidValue(null, 'The request could not be read as HTTP.');
-  const body = JSON.stringify(error.toBody());
-  if (socket.writable) {
-    socket.write(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? 'Error'}\r\n` +
-      `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `x-request-id: ${newId('req')}\r\nConnection: close\r\n\r\n${body}`);
-  }
+  writeRawError(socket, error);
   socket.destroy(err);
 }
 
@@ -107,6 +113,15 @@ declare module 'fastify' {
     /** A route that only answers 405 (see allowOnly): not an endpoint of the API document. */
     methodNotAllowed?: boolean;
   }
+}
+
+/** Writes `error` as a whole HTTP answer on a socket Fastify does not own, closing the connection after it. */
+function writeRawError(socket: Duplex, error: GatewayError): void {
+  if (!socket.writable) return;
+  const body = JSON.stringify(error.toBody());
+  socket.write(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? 'Error'}\r\n` +
+    `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+    `x-request-id: ${newId('req')}\r\nConnection: close\r\n\r\n${body}`);
 }
 
 /** Answers 405 for the methods a path does not take (404 stays for paths that do not exist). */

@@ -1,10 +1,11 @@
 /** The operator's API under /admin/v1: request bodies and answers. */
 import { z } from 'zod';
+import { storedText } from '../text-guard.js';
 import { creditsObject } from './account.js';
 
 const isoTime = z.string().describe('ISO 8601, UTC, whole seconds');
 
-export const createAccountBody = z.object({ name: z.string().max(200).nullish() });
+export const createAccountBody = z.object({ name: storedText(200).nullish() });
 
 export const grantBody = z.object({
   kind: z.enum(['earned', 'purchased']),
@@ -33,7 +34,7 @@ export const creditGrantObject = z.object({
 
 export const listAccountsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20).describe('Accounts on the page, 1-100 (default 20)'),
-  after: z.string().max(100).optional().describe('The last id of the previous page'),
+  after: storedText(100).optional().describe('The last id of the previous page'),
 });
 
 export const accountList = z.object({
