@@ -14,8 +14,8 @@
  * connection is never run twice.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Pool, TypeOverrides } from 'pg';
-import type { PoolClient } from 'pg';
+import { escapeLiteral, Pool, TypeOverrides } from 'pg';
+import type { PoolClient, QueryResult, QueryResultRow } from 'pg';
 import { MIGRATIONS } from './schema.js';
 
 const INT8_OID = 20;
@@ -64,15 +64,20 @@ export function isRetryable(err: unknown): boolean {
   return typeof code === 'string' && RETRYABLE.has(code);
 }
 
-/** One transaction on one pooled connection; retried whole on a serialization failure or deadlock. */
+export const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+
+/**
+ * One transaction on one pooled connection; retried whole on a serialization failure or deadlock.
+ * With `begin` null, `run` opens the transaction itself, with its first statement (see `beginWith`).
+ */
 export async function inTransaction<T>(
-  pool: Pool, run: (client: PoolClient) => Promise<T>, begin = 'BEGIN ISOLATION LEVEL READ COMMITTED',
+  pool: Pool, run: (client: PoolClient) => Promise<T>, begin: string | null = BEGIN,
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     const client = await pool.connect();
     let broken: Error | undefined;
     try {
-      await client.query(begin);
+      if (begin !== null) await client.query(begin);
       const result = await run(client);
       await client.query('COMMIT');
       return result;
@@ -112,4 +117,37 @@ export async function migrate(pool: Pool): Promise<number> {
 export async function schemaVersion(client: Pool | PoolClient): Promise<number> {
   const { rows } = await client.query<{ v: number }>('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations');
   return rows[0]?.v ?? 0;
+}
+
+/** The statements prepared with SQL PREPARE on each connection, by name. */
+const prepared = new WeakMap<PoolClient, Set<string>>();
+
+/** A literal of a statement argument: text, a finite number or null. */
+function literal(value: string | number | null): string {
+  if (value === null) return 'NULL';
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) throw new Error(`not a finite number: ${value}`);
+    return String(value);
+  }
+  return escapeLiteral(value);
+}
+
+/**
+ * Opens a transaction and runs its first statement in one round trip: `BEGIN; EXECUTE name(…)`
+ * as one simple query (which takes no parameters, hence the escaped literals; the plan is the
+ * prepared statement's, PREPAREd once per connection outside any transaction). Answers its rows.
+ */
+export async function beginWith<R extends QueryResultRow>(
+  client: PoolClient, name: string, text: string, values: Array<string | number | null>,
+): Promise<R[]> {
+  let names = prepared.get(client);
+  if (!names) prepared.set(client, names = new Set());
+  if (!names.has(name)) {
+    await client.query(`PREPARE ${name} AS ${text}`);
+    names.add(name);
+  }
+  const results = await client.query<R>(`${BEGIN}; EXECUTE ${name}(${values.map(literal).join(', ')})`) as unknown as QueryResult<R>[];
+  const rows = results[1]?.rows;
+  if (!rows) throw new Error(`${name}: no result`);
+  return rows;
 }

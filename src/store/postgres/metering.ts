@@ -12,8 +12,9 @@
  *
  * (`NO KEY UPDATE` is the lock an UPDATE takes; unlike `FOR UPDATE` it does not
  * block the foreign-key checks of inserts that merely reference the row.)
- * Each transaction is two statements (metering-sql.ts) between BEGIN and
- * COMMIT: one takes every lock and reads the locked rows, the JS decides (the
+ * Each transaction is two statements (metering-sql.ts) and a COMMIT, three
+ * round trips: one, sent with the BEGIN (database.ts `beginWith`), takes every
+ * lock and reads the locked rows, the JS decides (the
  * reservation planner, the spending order), and one writes it all, every change
  * a conditional UPDATE that the CHECK constraints back, every change of a
  * balance with its ledger entry. The sweeper closes each lapsed reservation in
@@ -25,7 +26,7 @@ import type { Clock } from '../../clock.js';
 import { utcDay } from '../../clock.js';
 import { admitRequest } from '../../metering/rate-limit.js';
 import type { Delivered, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult } from '../types.js';
-import { inTransaction } from './database.js';
+import { beginWith, inTransaction } from './database.js';
 import { GrantChanges, unexpired, type LockedGrant } from './grant-changes.js';
 import { SQL } from './metering-sql.js';
 
@@ -85,7 +86,7 @@ export class PostgresMetering {
     return inTransaction(this.pool, async (c): Promise<ReserveOutcome> => {
       const now = this.clock.now().getTime();
       const day = utcDay(new Date(now));
-      const key = (await run<FundsRow>(c, 'funds', [request.accountId, request.keyId, day])).rows[0];
+      const key = (await beginWith<FundsRow>(c, 'metering_begin_funds', SQL.funds, [request.accountId, request.keyId, day]))[0];
       if (!key) throw new Error(`no api key ${request.keyId}`);
       const changes = new GrantChanges(key.grants, now);
       changes.expireLapsed();
@@ -118,7 +119,7 @@ export class PostgresMetering {
       expect(counts, { grants: changes.grantCount, entries: changes.entryCount, reservations: 1, holds: spendableTaken(changes, spendable) });
       if (counts?.keys !== 1) throw new StaleDay('daily cap hold: the guarded update matched no row');
       return decision;
-    });
+    }, null);
   }
 
   async renewLease(reservationId: string, leaseMs: number, delivered?: Delivered | null): Promise<boolean> {
@@ -134,18 +135,18 @@ export class PostgresMetering {
   settle(request: SettleRequest): Promise<SettleResult> {
     return inTransaction(this.pool, async (c) => {
       const now = this.clock.now().getTime();
-      const res = await this.open(c, request.reservationId, now);
+      const res = await this.open(c, request.reservationId, now, true);
       if (!res) throw new Error(`no reservation ${request.reservationId}`);
       return this.settleOpen(c, res, request, now);
-    });
+    }, null);
   }
 
   release(reservationId: string): Promise<void> {
     return inTransaction(this.pool, async (c) => {
       const now = this.clock.now().getTime();
-      const res = await this.open(c, reservationId, now);
+      const res = await this.open(c, reservationId, now, true);
       if (res) await this.releaseHeld(c, res, now, 'released');
-    });
+    }, null);
   }
 
   /**
@@ -195,9 +196,15 @@ export class PostgresMetering {
     return expired;
   }
 
-  /** Locks a reservation and, while it is open, its account's grants, its key and the key's day. */
-  private async open(c: PoolClient, reservationId: string, now: number): Promise<OpenRow | undefined> {
-    return (await run<OpenRow>(c, 'open', [reservationId, utcDay(new Date(now)), now])).rows[0];
+  /**
+   * Locks a reservation and, while it is open, its account's grants, its key and the key's day;
+   * with `begin`, as the statement that opens the transaction.
+   */
+  private async open(c: PoolClient, reservationId: string, now: number, begin = false): Promise<OpenRow | undefined> {
+    const values = [reservationId, utcDay(new Date(now)), now];
+    return begin
+      ? (await beginWith<OpenRow>(c, 'metering_begin_open', SQL.open, values))[0]
+      : (await run<OpenRow>(c, 'open', values)).rows[0];
   }
 
   /** Charges an open (held or lapsed) reservation, locked by `open`, and closes it; a closed one answers what it was charged. */
