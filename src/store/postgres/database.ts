@@ -79,9 +79,10 @@ export async function inTransaction<T>(
     try {
       if (begin !== null) await client.query(begin);
       const result = await run(client);
-      await client.query('COMMIT');
+      if (!committed.delete(client)) await client.query('COMMIT');
       return result;
     } catch (err) {
+      committed.delete(client);
       try {
         await client.query('ROLLBACK');
       } catch (rollback) {
@@ -122,14 +123,40 @@ export async function schemaVersion(client: Pool | PoolClient): Promise<number> 
 /** The statements prepared with SQL PREPARE on each connection, by name. */
 const prepared = new WeakMap<PoolClient, Set<string>>();
 
-/** A literal of a statement argument: text, a finite number or null. */
-function literal(value: string | number | null): string {
+/** The connections whose transaction `commitWith` committed: `inTransaction` sends no COMMIT of its own. */
+const committed = new WeakSet<PoolClient>();
+
+type Scalar = string | number | null;
+export type Argument = Scalar | Scalar[];
+
+function number(value: number): string {
+  if (!Number.isFinite(value)) throw new Error(`not a finite number: ${value}`);
+  return String(value);
+}
+
+/** An array's text form (`{"a",2,NULL}`), whose type the statement's parameter gives. */
+function arrayText(values: Scalar[]): string {
+  const element = (v: Scalar) => v === null ? 'NULL'
+    : typeof v === 'number' ? number(v) : `"${v.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+  return `{${values.map(element).join(',')}}`;
+}
+
+/** A literal of a statement argument: text, a finite number, null, or an array of those. */
+function literal(value: Argument): string {
   if (value === null) return 'NULL';
-  if (typeof value === 'number') {
-    if (!Number.isFinite(value)) throw new Error(`not a finite number: ${value}`);
-    return String(value);
+  if (typeof value === 'number') return number(value);
+  return escapeLiteral(Array.isArray(value) ? arrayText(value) : value);
+}
+
+/** `EXECUTE name(…)` of a statement PREPAREd once per connection (outside any transaction). */
+async function execute(client: PoolClient, name: string, text: string, values: Argument[]): Promise<string> {
+  let names = prepared.get(client);
+  if (!names) prepared.set(client, names = new Set());
+  if (!names.has(name)) {
+    await client.query(`PREPARE ${name} AS ${text}`);
+    names.add(name);
   }
-  return escapeLiteral(value);
+  return `EXECUTE ${name}(${values.map(literal).join(', ')})`;
 }
 
 /**
@@ -138,16 +165,25 @@ function literal(value: string | number | null): string {
  * prepared statement's, PREPAREd once per connection outside any transaction). Answers its rows.
  */
 export async function beginWith<R extends QueryResultRow>(
-  client: PoolClient, name: string, text: string, values: Array<string | number | null>,
+  client: PoolClient, name: string, text: string, values: Argument[],
 ): Promise<R[]> {
-  let names = prepared.get(client);
-  if (!names) prepared.set(client, names = new Set());
-  if (!names.has(name)) {
-    await client.query(`PREPARE ${name} AS ${text}`);
-    names.add(name);
-  }
-  const results = await client.query<R>(`${BEGIN}; EXECUTE ${name}(${values.map(literal).join(', ')})`) as unknown as QueryResult<R>[];
+  const results = await client.query<R>(`${BEGIN}; ${await execute(client, name, text, values)}`) as unknown as QueryResult<R>[];
   const rows = results[1]?.rows;
   if (!rows) throw new Error(`${name}: no result`);
+  return rows;
+}
+
+/**
+ * Runs the last statement of a transaction and commits it, in one round trip:
+ * `EXECUTE name(…); COMMIT` (see `beginWith`). A statement that fails leaves the
+ * COMMIT unrun, and `inTransaction` rolls back. Nothing may run after it.
+ */
+export async function commitWith<R extends QueryResultRow>(
+  client: PoolClient, name: string, text: string, values: Argument[],
+): Promise<R[]> {
+  const results = await client.query<R>(`${await execute(client, name, text, values)}; COMMIT`) as unknown as QueryResult<R>[];
+  const rows = results[0]?.rows;
+  if (!rows) throw new Error(`${name}: no result`);
+  committed.add(client);
   return rows;
 }

@@ -4,6 +4,7 @@
  * (metering-sql.ts) whose guards check every change again in SQL. The rules
  * are those of src/store/sqlite/metering.ts.
  */
+import type { Argument } from './database.js';
 
 /** A locked grant, in spending order; `own`: the hold of the reservation being closed on it. */
 export interface LockedGrant {
@@ -102,7 +103,7 @@ export class GrantChanges {
   }
 
   /** The ten array parameters ($3..$12) of the writing statements. */
-  parameters(): unknown[] {
+  parameters(): Argument[] {
     const ids = [...this.changes.keys()];
     const changes = [...this.changes.values()];
     return [

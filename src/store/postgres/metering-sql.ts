@@ -185,3 +185,29 @@ export const SQL = {
       delivered_completion_tokens = GREATEST(delivered_completion_tokens, $5), routed_model = $6
     WHERE id = $1 AND state = 'held'`,
 } as const;
+
+export const STALE_DAY = 'metering stale day';
+
+/**
+ * The variant of a writing statement that is sent together with its COMMIT
+ * (database.ts `commitWith`), so that no JS can look at its counts in between:
+ * it checks them itself. Its counts must contain the JSON object $n (what the JS
+ * expects of each guarded write), and the count named by $n+1 (if not null) must
+ * be 1, else the statement fails, the COMMIT after it in the same query is never
+ * run, and the transaction rolls back. A failure is raised as an error of an
+ * integer cast of its message, which names what failed and how (`STALE_DAY`: the
+ * cap guard on the key's day, retried whole by the caller). The message is built
+ * from the counts, so it is computed, and can fail, only when the check does.
+ */
+export function committing(text: string, n: number): string {
+  const at = text.lastIndexOf(`SELECT ${CHANGE_COUNTS}`);
+  if (at < 0) throw new Error('not a writing statement');
+  return `${text.slice(0, at).trimEnd()},
+    counts AS MATERIALIZED (${text.slice(at)})
+    SELECT c.*,
+      CASE WHEN $${n + 1}::text IS NULL OR (to_jsonb(c) ->> $${n + 1}::text)::int = 1 THEN 0
+        ELSE ('${STALE_DAY}: ' || to_jsonb(c)::text)::int END AS stale,
+      CASE WHEN to_jsonb(c) @> $${n}::jsonb THEN 0
+        ELSE ('metering guard failed: ' || to_jsonb(c)::text || ' expected ' || $${n}::text)::int END AS guard
+    FROM counts c`;
+}

@@ -26,9 +26,9 @@ import type { Clock } from '../../clock.js';
 import { utcDay } from '../../clock.js';
 import { admitRequest } from '../../metering/rate-limit.js';
 import type { Delivered, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult } from '../types.js';
-import { beginWith, inTransaction } from './database.js';
+import { beginWith, commitWith, inTransaction, type Argument } from './database.js';
 import { GrantChanges, unexpired, type LockedGrant } from './grant-changes.js';
-import { SQL } from './metering-sql.js';
+import { committing, SQL, STALE_DAY } from './metering-sql.js';
 
 interface FundsRow {
   lim: number | null;
@@ -71,6 +71,36 @@ function run<R extends QueryResultRow = QueryResultRow>(client: PoolClient | Poo
   return client.query<R>({ name: `metering_${name}`, text: SQL[name], values });
 }
 
+type Writing = 'reserveApply' | 'settleApply' | 'releaseApply';
+/** The writing statements sent with their COMMIT, which check their counts themselves; by the number of parameters. */
+const COMMITTING: Record<Writing, string> = {
+  reserveApply: committing(SQL.reserveApply, 21),
+  settleApply: committing(SQL.settleApply, 27),
+  releaseApply: committing(SQL.releaseApply, 18),
+};
+
+/**
+ * Runs a writing statement: with `commit`, sent with the COMMIT and checked in SQL (a cap guard
+ * that failed on a stale day raised as `StaleDay`); else checked here. `mustBeOne` names the count
+ * that a stale day makes 0.
+ */
+async function write(
+  c: PoolClient, name: Writing, values: Argument[], wanted: Counts, mustBeOne: string | null, commit: boolean,
+): Promise<void> {
+  if (commit) {
+    try {
+      await commitWith(c, `metering_commit_${name.toLowerCase()}`, COMMITTING[name], [...values, JSON.stringify(wanted), mustBeOne]);
+    } catch (err) {
+      if (err instanceof Error && err.message.includes(STALE_DAY)) throw new StaleDay(`${mustBeOne}: the guarded update matched no row`);
+      throw err;
+    }
+    return;
+  }
+  const counts = (await run<Counts>(c, name, values)).rows[0];
+  expect(counts, wanted);
+  if (mustBeOne !== null && counts?.[mustBeOne] !== 1) throw new StaleDay(`${mustBeOne}: the guarded update matched no row`);
+}
+
 /**
  * A guard on the key's day failed because the row it read was inserted after the locking
  * statement began (the first settlement of a day, committed while this one waited): retried whole.
@@ -111,13 +141,11 @@ export class PostgresMetering {
         left -= take;
       }
       if (left !== 0) throw new Error(`reservation of ${decision.amount} exceeds the ${available} credits available`);
-      const counts = (await run<Counts>(c, 'reserveApply', [
+      await write(c, 'reserveApply', [
         request.accountId, now, ...changes.parameters(),
         request.reservationId, request.keyId, request.model, decision.amount, day, now + request.leaseMs,
         request.idempotencyKey ?? null, pace.ok && key.rpm !== null ? pace.tat : null,
-      ])).rows[0];
-      expect(counts, { grants: changes.grantCount, entries: changes.entryCount, reservations: 1, holds: spendableTaken(changes, spendable) });
-      if (counts?.keys !== 1) throw new StaleDay('daily cap hold: the guarded update matched no row');
+      ], { grants: changes.grantCount, entries: changes.entryCount, reservations: 1, holds: spendableTaken(changes, spendable) }, 'keys', true);
       return decision;
     }, null);
   }
@@ -137,7 +165,7 @@ export class PostgresMetering {
       const now = this.clock.now().getTime();
       const res = await this.open(c, request.reservationId, now, true);
       if (!res) throw new Error(`no reservation ${request.reservationId}`);
-      return this.settleOpen(c, res, request, now);
+      return this.settleOpen(c, res, request, now, true);
     }, null);
   }
 
@@ -145,7 +173,7 @@ export class PostgresMetering {
     return inTransaction(this.pool, async (c) => {
       const now = this.clock.now().getTime();
       const res = await this.open(c, reservationId, now, true);
-      if (res) await this.releaseHeld(c, res, now, 'released');
+      if (res) await this.releaseHeld(c, res, now, 'released', true);
     }, null);
   }
 
@@ -208,7 +236,7 @@ export class PostgresMetering {
   }
 
   /** Charges an open (held or lapsed) reservation, locked by `open`, and closes it; a closed one answers what it was charged. */
-  private async settleOpen(c: PoolClient, res: OpenRow, request: SettleRequest, now: number): Promise<SettleResult> {
+  private async settleOpen(c: PoolClient, res: OpenRow, request: SettleRequest, now: number, commit = false): Promise<SettleResult> {
     if (res.state === 'settled' || res.state === 'released') {
       return { charged: res.charged, shortfall: 0, balanceRemaining: res.owned };
     }
@@ -247,29 +275,28 @@ export class PostgresMetering {
 
     const result = { charged, shortfall, balanceRemaining: changes.owned() };
     const response = request.respond && res.idempotency_key !== null ? request.respond(result) : null;
-    const counts = (await run<Counts>(c, 'settleApply', [
+    await write(c, 'settleApply', [
       res.account_id, now, ...changes.parameters(),
       res.id, res.key_id, today, ownHold, charged, res.lim, res.state, res.model, request.routedModel,
       request.promptTokens, request.completionTokens, response ? res.idempotency_key : null,
       response?.status ?? null, response ? JSON.stringify(response.body) : null,
-    ])).rows[0];
-    expect(counts, { grants: changes.grantCount, entries: changes.entryCount, keys: ownHold > 0 ? 1 : 0, closed: 1, completions: 1 });
-    if (counts?.days !== 1) throw new StaleDay('daily cap spend: the guarded update matched no row');
+    ], { grants: changes.grantCount, entries: changes.entryCount, keys: ownHold > 0 ? 1 : 0, closed: 1, completions: 1 }, 'days', commit);
     return result;
   }
 
   /** Lets go of a held reservation, locked by `open`, at no charge. */
-  private async releaseHeld(c: PoolClient, res: OpenRow, now: number, state: 'released' | 'lapsed'): Promise<boolean> {
+  private async releaseHeld(
+    c: PoolClient, res: OpenRow, now: number, state: 'released' | 'lapsed', commit = false,
+  ): Promise<boolean> {
     if (res.state !== 'held') return false;
     const changes = new GrantChanges(res.grants, now);
     for (const g of res.grants) if (g.own > 0) changes.charge(g.id, g.own, 0);
     changes.expireLapsed();
     // Nothing was charged: a retry under the same Idempotency-Key may run (a lapsed claim is judged stale by its reservation).
     const dropClaim = state === 'released' ? res.idempotency_key : null;
-    const counts = (await run<Counts>(c, 'releaseApply', [
+    await write(c, 'releaseApply', [
       res.account_id, now, ...changes.parameters(), res.id, res.key_id, res.amount, state, dropClaim,
-    ])).rows[0];
-    expect(counts, { grants: changes.grantCount, entries: changes.entryCount, closed: 1, keys: 1 });
+    ], { grants: changes.grantCount, entries: changes.entryCount, closed: 1, keys: 1 }, null, commit);
     return true;
   }
 
