@@ -11,8 +11,9 @@
  *
  * The writing statements apply, in data-modifying CTEs, what the JS computed
  * from those locked rows: each change is still a conditional UPDATE whose guard
- * is checked in SQL, and each answers how many rows it changed, which the
- * caller compares with what it expected (else the transaction rolls back).
+ * is checked in SQL, and each answers how many rows it changed, which is
+ * compared with what the JS expected (in SQL when the statement is sent with its
+ * COMMIT, see `committing`; else by the caller), or the transaction rolls back.
  * They run in a later statement of the same transaction, so their own reads
  * (the key's day, its holds) see everything committed before the locks were had.
  */

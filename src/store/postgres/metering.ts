@@ -12,14 +12,16 @@
  *
  * (`NO KEY UPDATE` is the lock an UPDATE takes; unlike `FOR UPDATE` it does not
  * block the foreign-key checks of inserts that merely reference the row.)
- * Each transaction is two statements (metering-sql.ts) and a COMMIT, three
- * round trips: one, sent with the BEGIN (database.ts `beginWith`), takes every
- * lock and reads the locked rows, the JS decides (the
- * reservation planner, the spending order), and one writes it all, every change
- * a conditional UPDATE that the CHECK constraints back, every change of a
- * balance with its ledger entry. The sweeper closes each lapsed reservation in
- * its own transaction, picked with `SKIP LOCKED`, so several instances share
- * the work and close each exactly once.
+ * Each transaction is two statements (metering-sql.ts), two round trips. The
+ * first, sent with the BEGIN (database.ts `beginWith`), takes every lock and
+ * reads the locked rows; the JS decides (the reservation planner, the spending
+ * order); the second, sent with the COMMIT (`commitWith`), writes it all: every
+ * change a conditional UPDATE that the CHECK constraints back, every change of
+ * a balance with its ledger entry, and a check in SQL that each guarded write
+ * changed what the JS expected. A refused reservation commits only the expiries
+ * it found. The sweeper closes each lapsed reservation in its own transaction,
+ * picked with `SKIP LOCKED`, so several instances share the work and close each
+ * exactly once.
  */
 import type { Pool, PoolClient, QueryResult, QueryResultRow } from 'pg';
 import type { Clock } from '../../clock.js';
