@@ -163,6 +163,26 @@ describePostgres('PostgreSQL store under concurrency', () => {
     assert.deepEqual(await other.listApiKeys(a.accountId), []);
     assert.equal(await other.revokeApiKey(a.accountId, a.keyId), false);
   });
+
+  it('a settle or release whose guarded write fails in SQL, sent with its COMMIT, commits nothing of it', async () => {
+    const a = await makeAccount(t.store, { purchased: 10 });
+    const r = await reserveFor(t.store, a, 5);
+    assert.ok(r.outcome.ok);
+    // The key's hold is lifted behind the store's back: lifting it again must fail its guard (held >= 5).
+    assert.equal(await t.exec('UPDATE api_keys SET held = 0 WHERE id = ?', a.keyId), 1);
+    await assert.rejects(t.store.settle({ reservationId: r.id, credits: 3, promptTokens: 1, completionTokens: 1, routedModel: 'm' }),
+      /metering guard failed/);
+    await assert.rejects(t.store.release(r.id), /metering guard failed/);
+    assert.equal((await t.row<{ state: string }>('SELECT state FROM reservations WHERE id = ?', r.id))?.state, 'held');
+    assert.equal((await t.row<{ held: number }>('SELECT SUM(held) AS held FROM grants WHERE account_id = ?', a.accountId))?.held, 5);
+    assert.equal(await count(t, 'completions', 'reservation_id = ?', r.id), 0);
+    assert.equal(await count(t, 'ledger', 'reservation_id = ?', r.id), 0);
+
+    assert.equal(await t.exec('UPDATE api_keys SET held = 5 WHERE id = ?', a.keyId), 1);
+    const settled = await t.store.settle({ reservationId: r.id, credits: 3, promptTokens: 1, completionTokens: 1, routedModel: 'm' });
+    assert.deepEqual(settled, { charged: 3, shortfall: 0, balanceRemaining: 7 });
+    await ledgerAgrees(t.store);
+  });
 });
 
 describePostgres('PostgreSQL migrations', () => {

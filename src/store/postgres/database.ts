@@ -14,8 +14,8 @@
  * connection is never run twice.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Pool, TypeOverrides } from 'pg';
-import type { PoolClient } from 'pg';
+import { escapeLiteral, Pool, TypeOverrides } from 'pg';
+import type { PoolClient, QueryResult, QueryResultRow } from 'pg';
 import { MIGRATIONS } from './schema.js';
 
 const INT8_OID = 20;
@@ -64,19 +64,25 @@ export function isRetryable(err: unknown): boolean {
   return typeof code === 'string' && RETRYABLE.has(code);
 }
 
-/** One transaction on one pooled connection; retried whole on a serialization failure or deadlock. */
+export const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+
+/**
+ * One transaction on one pooled connection; retried whole on a serialization failure or deadlock.
+ * With `begin` null, `run` opens the transaction itself, with its first statement (see `beginWith`).
+ */
 export async function inTransaction<T>(
-  pool: Pool, run: (client: PoolClient) => Promise<T>, begin = 'BEGIN ISOLATION LEVEL READ COMMITTED',
+  pool: Pool, run: (client: PoolClient) => Promise<T>, begin: string | null = BEGIN,
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     const client = await pool.connect();
     let broken: Error | undefined;
     try {
-      await client.query(begin);
+      if (begin !== null) await client.query(begin);
       const result = await run(client);
-      await client.query('COMMIT');
+      if (!committed.delete(client)) await client.query('COMMIT');
       return result;
     } catch (err) {
+      committed.delete(client);
       try {
         await client.query('ROLLBACK');
       } catch (rollback) {
@@ -112,4 +118,72 @@ export async function migrate(pool: Pool): Promise<number> {
 export async function schemaVersion(client: Pool | PoolClient): Promise<number> {
   const { rows } = await client.query<{ v: number }>('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations');
   return rows[0]?.v ?? 0;
+}
+
+/** The statements prepared with SQL PREPARE on each connection, by name. */
+const prepared = new WeakMap<PoolClient, Set<string>>();
+
+/** The connections whose transaction `commitWith` committed: `inTransaction` sends no COMMIT of its own. */
+const committed = new WeakSet<PoolClient>();
+
+type Scalar = string | number | null;
+export type Argument = Scalar | Scalar[];
+
+function number(value: number): string {
+  if (!Number.isFinite(value)) throw new Error(`not a finite number: ${value}`);
+  return String(value);
+}
+
+/** An array's text form (`{"a",2,NULL}`), whose type the statement's parameter gives. */
+function arrayText(values: Scalar[]): string {
+  const element = (v: Scalar) => v === null ? 'NULL'
+    : typeof v === 'number' ? number(v) : `"${v.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+  return `{${values.map(element).join(',')}}`;
+}
+
+/** A literal of a statement argument: text, a finite number, null, or an array of those. */
+function literal(value: Argument): string {
+  if (value === null) return 'NULL';
+  if (typeof value === 'number') return number(value);
+  return escapeLiteral(Array.isArray(value) ? arrayText(value) : value);
+}
+
+/** `EXECUTE name(…)` of a statement PREPAREd once per connection (outside any transaction). */
+async function execute(client: PoolClient, name: string, text: string, values: Argument[]): Promise<string> {
+  let names = prepared.get(client);
+  if (!names) prepared.set(client, names = new Set());
+  if (!names.has(name)) {
+    await client.query(`PREPARE ${name} AS ${text}`);
+    names.add(name);
+  }
+  return `EXECUTE ${name}(${values.map(literal).join(', ')})`;
+}
+
+/**
+ * Opens a transaction and runs its first statement in one round trip: `BEGIN; EXECUTE name(…)`
+ * as one simple query (which takes no parameters, hence the escaped literals; the plan is the
+ * prepared statement's, PREPAREd once per connection outside any transaction). Answers its rows.
+ */
+export async function beginWith<R extends QueryResultRow>(
+  client: PoolClient, name: string, text: string, values: Argument[],
+): Promise<R[]> {
+  const results = await client.query<R>(`${BEGIN}; ${await execute(client, name, text, values)}`) as unknown as QueryResult<R>[];
+  const rows = results[1]?.rows;
+  if (!rows) throw new Error(`${name}: no result`);
+  return rows;
+}
+
+/**
+ * Runs the last statement of a transaction and commits it, in one round trip:
+ * `EXECUTE name(…); COMMIT` (see `beginWith`). A statement that fails leaves the
+ * COMMIT unrun, and `inTransaction` rolls back. Nothing may run after it.
+ */
+export async function commitWith<R extends QueryResultRow>(
+  client: PoolClient, name: string, text: string, values: Argument[],
+): Promise<R[]> {
+  const results = await client.query<R>(`${await execute(client, name, text, values)}; COMMIT`) as unknown as QueryResult<R>[];
+  const rows = results[0]?.rows;
+  if (!rows) throw new Error(`${name}: no result`);
+  committed.add(client);
+  return rows;
 }

@@ -12,40 +12,36 @@
  *
  * (`NO KEY UPDATE` is the lock an UPDATE takes; unlike `FOR UPDATE` it does not
  * block the foreign-key checks of inserts that merely reference the row.)
- * Inside, every change is a conditional UPDATE that the CHECK constraints back,
- * and every change of a balance appends a ledger entry. The sweeper closes each
- * lapsed reservation in its own transaction, picked with `SKIP LOCKED`, so
- * several instances share the work and close each exactly once.
+ * Each transaction is two statements (metering-sql.ts), two round trips. The
+ * first, sent with the BEGIN (database.ts `beginWith`), takes every lock and
+ * reads the locked rows; the JS decides (the reservation planner, the spending
+ * order); the second, sent with the COMMIT (`commitWith`), writes it all: every
+ * change a conditional UPDATE that the CHECK constraints back, every change of
+ * a balance with its ledger entry, and a check in SQL that each guarded write
+ * changed what the JS expected. A refused reservation commits only the expiries
+ * it found. The sweeper closes each lapsed reservation in its own transaction,
+ * picked with `SKIP LOCKED`, so several instances share the work and close each
+ * exactly once.
  */
 import type { Pool, PoolClient, QueryResult, QueryResultRow } from 'pg';
 import type { Clock } from '../../clock.js';
 import { utcDay } from '../../clock.js';
 import { admitRequest } from '../../metering/rate-limit.js';
 import type { Delivered, LeaseRenewal, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult } from '../types.js';
-import { inTransaction } from './database.js';
+import { beginWith, commitWith, inTransaction, type Argument } from './database.js';
+import { GrantChanges, unexpired, type LockedGrant } from './grant-changes.js';
+import { committing, SQL, STALE_DAY } from './metering-sql.js';
 
-interface GrantRow {
-  id: string;
-  balance: number;
-  held: number;
-}
-
-/** A grant a settlement may charge: its own hold on it, plus what is free on it if unexpired. */
-interface PayableRow {
-  id: string;
-  own: number;
-  free: number;
-}
-
-interface KeyRow {
+interface FundsRow {
   lim: number | null;
   held: number;
   spent: number;
   rpm: number | null;
   tat: number;
+  grants: LockedGrant[];
 }
 
-interface ReservationRow {
+interface OpenRow {
   id: string;
   account_id: string;
   key_id: string;
@@ -59,93 +55,60 @@ interface ReservationRow {
   delivered_prompt_tokens: number;
   delivered_completion_tokens: number;
   routed_model: string | null;
+  /** The key's cap and holds and its day's spent; null when the reservation is closed (nothing locked). */
+  lim: number | null;
+  key_held: number | null;
+  spent: number;
+  grants: LockedGrant[];
+  owned: number;
 }
 
-/** Earned first, soonest expiry first; then purchased, oldest first. */
-const SPENDING_ORDER = `ORDER BY (g.kind = 'purchased'), g.expires_at, g.created_at, g.id`;
-const RESERVATION_COLUMNS = `id, account_id, key_id, model, amount, day, state, charged, idempotency_key,
-  delivered_credits, delivered_prompt_tokens, delivered_completion_tokens, routed_model`;
-const SWEEP_BATCH = 500;
+type Counts = Record<string, number>;
 
-/** Every statement metering runs, by name; each is prepared once per connection. */
-const SQL = {
-  lockGrants: `SELECT id FROM grants WHERE account_id = $1 AND balance > 0 ORDER BY id FOR NO KEY UPDATE`,
-  lockKey: `SELECT k.daily_credit_limit AS lim, k.held, COALESCE(d.spent, 0) AS spent, k.rate_limit_rpm AS rpm, k.rate_tat AS tat
-    FROM api_keys k LEFT JOIN key_days d ON d.key_id = k.id AND d.day = $2 WHERE k.id = $1 FOR NO KEY UPDATE OF k`,
-  reservation: `SELECT ${RESERVATION_COLUMNS} FROM reservations WHERE id = $1 FOR NO KEY UPDATE`,
-  nextLapsed: `SELECT ${RESERVATION_COLUMNS} FROM reservations WHERE state = 'held' AND lease_until < $1
-    ORDER BY lease_until LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED`,
-  lapsed: `SELECT id, balance, held FROM grants
-    WHERE account_id = $1 AND id = ANY($3::text[]) AND kind = 'earned' AND expires_at <= $2 AND balance > held ORDER BY id`,
-  lapsedAccounts: `SELECT DISTINCT account_id FROM grants
-    WHERE kind = 'earned' AND expires_at <= $1 AND balance > held LIMIT 1000`,
-  expire: `UPDATE grants SET balance = held WHERE id = $1 AND balance = $2 AND held = $3`,
-  spendable: `SELECT g.id, g.balance, g.held FROM grants g
-    WHERE g.account_id = $1 AND g.id = ANY($3::text[]) AND g.balance > g.held AND (g.expires_at IS NULL OR g.expires_at > $2)
-    ${SPENDING_ORDER}`,
-  // The cap: today's settled credits plus every hold in flight plus the new one.
-  holdKey: `UPDATE api_keys SET held = held + $2::bigint WHERE id = $1 AND (daily_credit_limit IS NULL
-    OR held + $2::bigint + COALESCE((SELECT spent FROM key_days WHERE key_id = $1 AND day = $3), 0) <= daily_credit_limit)`,
-  paceKey: `UPDATE api_keys SET rate_tat = $2 WHERE id = $1 AND rate_tat = $3`,
-  unholdKey: `UPDATE api_keys SET held = held - $2::bigint WHERE id = $1 AND held >= $2::bigint`,
-  ensureKeyDay: `INSERT INTO key_days (key_id, day) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-  spendKeyDay: `UPDATE key_days SET spent = spent + $3::bigint WHERE key_id = $1 AND day = $2
-    AND ($4::bigint IS NULL OR spent + $3::bigint + (SELECT held FROM api_keys WHERE id = $1) <= $4::bigint)`,
-  insertReservation: `INSERT INTO reservations
-    (id, account_id, key_id, model, amount, day, state, lease_until, created_at, idempotency_key)
-    VALUES ($1, $2, $3, $4, $5, $6, 'held', $7, $8, $9)`,
-  // An Idempotency-Key claim lives as long as the reservation it took.
-  linkClaim: `UPDATE idempotency_keys SET reservation_id = $3 WHERE account_id = $1 AND key = $2 AND state = 'running'`,
-  storeResponse: `UPDATE idempotency_keys SET state = 'done', status = $4, body = $5
-    WHERE account_id = $1 AND key = $2 AND reservation_id = $3 AND state = 'running'`,
-  dropClaim: `DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND reservation_id = $3 AND state = 'running'`,
-  // Takes the hold on one grant and records it, or (nothing free enough) changes nothing.
-  hold: `WITH taken AS (UPDATE grants SET held = held + $3::bigint WHERE id = $2 AND balance - held >= $3::bigint RETURNING id)
-    INSERT INTO reservation_holds (reservation_id, grant_id, amount) SELECT $1, id, $3::bigint FROM taken`,
-  holds: `SELECT grant_id AS id, amount FROM reservation_holds WHERE reservation_id = $1 ORDER BY grant_id`,
-  // The reservation's own holds (expired grants too: a hold taken before expiry may still
-  // be settled from) and every unexpired grant's free credits, in spending order.
-  payable: `SELECT g.id, COALESCE(h.amount, 0) AS own,
-      CASE WHEN g.expires_at IS NULL OR g.expires_at > $3 THEN g.balance - g.held ELSE 0 END AS free
-    FROM grants g LEFT JOIN reservation_holds h ON h.grant_id = g.id AND h.reservation_id = $1 AND $4::boolean
-    WHERE g.account_id = $2 AND g.id = ANY($5::text[])
-      AND (h.amount IS NOT NULL OR ((g.expires_at IS NULL OR g.expires_at > $3) AND g.balance > g.held))
-    ${SPENDING_ORDER}`,
-  // Lifts the hold and charges; beyond the hold only from free credits of an unexpired grant.
-  charge: `UPDATE grants SET balance = balance - $2::bigint, held = held - $3::bigint
-    WHERE id = $1 AND held >= $3::bigint AND balance - held + $3::bigint >= $2::bigint
-      AND ($2::bigint <= $3::bigint OR expires_at IS NULL OR expires_at > $4)`,
-  releaseHold: `UPDATE grants SET held = held - $2::bigint WHERE id = $1 AND held >= $2::bigint`,
-  closeReservation: `UPDATE reservations SET state = $2, charged = $3, closed_at = $4 WHERE id = $1 AND state = $5`,
-  renew: `UPDATE reservations SET lease_until = $2 WHERE id = $1 AND state = 'held'`,
-  // What was delivered only grows: a late renewal never lowers what a sweeper would charge.
-  renewDelivered: `UPDATE reservations SET lease_until = $2,
-      delivered_credits = GREATEST(delivered_credits, $3), delivered_prompt_tokens = GREATEST(delivered_prompt_tokens, $4),
-      delivered_completion_tokens = GREATEST(delivered_completion_tokens, $5), routed_model = $6
-    WHERE id = $1 AND state = 'held'`,
-  // Both renewals above for many reservations at once, column by column (delivered figures null when nothing was).
-  renewMany: `UPDATE reservations r SET lease_until = v.lease,
-      delivered_credits = GREATEST(r.delivered_credits, COALESCE(v.credits, 0)),
-      delivered_prompt_tokens = GREATEST(r.delivered_prompt_tokens, COALESCE(v.prompt, 0)),
-      delivered_completion_tokens = GREATEST(r.delivered_completion_tokens, COALESCE(v.completion, 0)),
-      routed_model = COALESCE(v.routed, r.routed_model)
-    FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[])
-      AS v(id, lease, credits, prompt, completion, routed)
-    WHERE r.id = v.id AND r.state = 'held'
-    RETURNING r.id`,
-  ledger: `INSERT INTO ledger (account_id, grant_id, entry, amount, reservation_id, shortfall, created_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-  insertCompletion: `INSERT INTO completions
-    (reservation_id, account_id, key_id, model, routed_model, prompt_tokens, completion_tokens, credits, settled_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-  owned: `SELECT COALESCE(SUM(CASE WHEN expires_at IS NULL OR expires_at > $2 THEN balance ELSE held END), 0) AS owned
-    FROM grants WHERE account_id = $1`,
-} as const;
+const SWEEP_BATCH = 500;
 
 type Statement = keyof typeof SQL;
 
 function run<R extends QueryResultRow = QueryResultRow>(client: PoolClient | Pool, name: Statement, values: unknown[]): Promise<QueryResult<R>> {
   return client.query<R>({ name: `metering_${name}`, text: SQL[name], values });
+}
+
+type Writing = 'reserveApply' | 'settleApply' | 'releaseApply';
+/** The writing statements sent with their COMMIT, which check their counts themselves; by the number of parameters. */
+const COMMITTING: Record<Writing, string> = {
+  reserveApply: committing(SQL.reserveApply, 21),
+  settleApply: committing(SQL.settleApply, 27),
+  releaseApply: committing(SQL.releaseApply, 18),
+};
+
+/**
+ * Runs a writing statement: with `commit`, sent with the COMMIT and checked in SQL (a cap guard
+ * that failed on a stale day raised as `StaleDay`); else checked here. `mustBeOne` names the count
+ * that a stale day makes 0.
+ */
+async function write(
+  c: PoolClient, name: Writing, values: Argument[], wanted: Counts, mustBeOne: string | null, commit: boolean,
+): Promise<void> {
+  if (commit) {
+    try {
+      await commitWith(c, `metering_commit_${name.toLowerCase()}`, COMMITTING[name], [...values, JSON.stringify(wanted), mustBeOne]);
+    } catch (err) {
+      if (err instanceof Error && err.message.includes(STALE_DAY)) throw new StaleDay(`${mustBeOne}: the guarded update matched no row`);
+      throw err;
+    }
+    return;
+  }
+  const counts = (await run<Counts>(c, name, values)).rows[0];
+  expect(counts, wanted);
+  if (mustBeOne !== null && counts?.[mustBeOne] !== 1) throw new StaleDay(`${mustBeOne}: the guarded update matched no row`);
+}
+
+/**
+ * A guard on the key's day failed because the row it read was inserted after the locking
+ * statement began (the first settlement of a day, committed while this one waited): retried whole.
+ */
+class StaleDay extends Error {
+  readonly code = '40001';
 }
 
 export class PostgresMetering {
@@ -154,39 +117,39 @@ export class PostgresMetering {
   reserve(request: ReserveRequest, plan: ReservationPlanner): Promise<ReserveOutcome> {
     return inTransaction(this.pool, async (c): Promise<ReserveOutcome> => {
       const now = this.clock.now().getTime();
-      const locked = await this.lockGrants(c, request.accountId);
       const day = utcDay(new Date(now));
-      const key = await this.lockKey(c, request.keyId, day);
-      await this.expireLapsed(c, request.accountId, locked, now);
-      const grants = (await run<GrantRow>(c, 'spendable', [request.accountId, now, locked])).rows;
-      const available = grants.reduce((sum, g) => sum + g.balance - g.held, 0);
+      const key = (await beginWith<FundsRow>(c, 'metering_begin_funds', SQL.funds, [request.accountId, request.keyId, day]))[0];
+      if (!key) throw new Error(`no api key ${request.keyId}`);
+      const changes = new GrantChanges(key.grants, now);
+      changes.expireLapsed();
+      const spendable = key.grants.filter((g) => unexpired(g, now) && g.balance > g.held);
+      const available = spendable.reduce((sum, g) => sum + g.balance - g.held, 0);
       // The rate limit first; a request counts against it only once its reservation is taken.
       const pace = admitRequest(key.rpm, key.tat, now);
-      if (!pace.ok) return { ok: false, reason: 'rate_limit', message: pace.message, retryAfterSeconds: pace.retryAfterSeconds };
       const capRemaining = key.lim === null ? null : Math.max(0, key.lim - key.spent - key.held);
+      const decision: ReserveOutcome = pace.ok
+        ? plan({ available, capRemaining })
+        : { ok: false, reason: 'rate_limit', message: pace.message, retryAfterSeconds: pace.retryAfterSeconds };
+      if (!decision.ok) {
+        if (changes.grantCount > 0) await this.changeGrants(c, request.accountId, now, changes);
+        return decision;
+      }
 
-      const decision = plan({ available, capRemaining });
-      if (!decision.ok) return decision;
-      if (key.rpm !== null) mustChange(await run(c, 'paceKey', [request.keyId, pace.tat, key.tat]), 'rate limit');
-
-      await run(c, 'insertReservation', [
-        request.reservationId, request.accountId, request.keyId, request.model, decision.amount, day,
-        now + request.leaseMs, now, request.idempotencyKey ?? null,
-      ]);
       let left = decision.amount;
-      for (const g of grants) {
+      for (const g of spendable) {
         if (left === 0) break;
         const take = Math.min(left, g.balance - g.held);
-        mustChange(await run(c, 'hold', [request.reservationId, g.id, take]), 'hold on grant');
+        changes.take(g.id, take);
         left -= take;
       }
       if (left !== 0) throw new Error(`reservation of ${decision.amount} exceeds the ${available} credits available`);
-      mustChange(await run(c, 'holdKey', [request.keyId, decision.amount, day]), 'daily cap hold');
-      if (request.idempotencyKey !== undefined) {
-        await run(c, 'linkClaim', [request.accountId, request.idempotencyKey, request.reservationId]);
-      }
+      await write(c, 'reserveApply', [
+        request.accountId, now, ...changes.parameters(),
+        request.reservationId, request.keyId, request.model, decision.amount, day, now + request.leaseMs,
+        request.idempotencyKey ?? null, pace.ok && key.rpm !== null ? pace.tat : null,
+      ], { grants: changes.grantCount, entries: changes.entryCount, reservations: 1, holds: spendableTaken(changes, spendable) }, 'keys', true);
       return decision;
-    });
+    }, null);
   }
 
   async renewLease(reservationId: string, leaseMs: number, delivered?: Delivered | null): Promise<boolean> {
@@ -224,17 +187,18 @@ export class PostgresMetering {
   settle(request: SettleRequest): Promise<SettleResult> {
     return inTransaction(this.pool, async (c) => {
       const now = this.clock.now().getTime();
-      const res = (await run<ReservationRow>(c, 'reservation', [request.reservationId])).rows[0];
+      const res = await this.open(c, request.reservationId, now, true);
       if (!res) throw new Error(`no reservation ${request.reservationId}`);
-      return this.settleOpen(c, res, request, now);
-    });
+      return this.settleOpen(c, res, request, now, true);
+    }, null);
   }
 
   release(reservationId: string): Promise<void> {
     return inTransaction(this.pool, async (c) => {
-      const res = (await run<ReservationRow>(c, 'reservation', [reservationId])).rows[0];
-      if (res) await this.releaseHeld(c, res, this.clock.now().getTime(), 'released');
-    });
+      const now = this.clock.now().getTime();
+      const res = await this.open(c, reservationId, now, true);
+      if (res) await this.releaseHeld(c, res, now, 'released', true);
+    }, null);
   }
 
   /**
@@ -247,8 +211,10 @@ export class PostgresMetering {
     let closed = 0;
     while (closed < SWEEP_BATCH) {
       const found = await inTransaction(this.pool, async (c) => {
-        const res = (await run<ReservationRow>(c, 'nextLapsed', [now])).rows[0];
-        if (!res) return false;
+        const picked = (await run<{ id: string }>(c, 'nextLapsed', [now])).rows[0];
+        if (!picked) return false;
+        const res = await this.open(c, picked.id, now);
+        if (!res || res.state !== 'held') return true;
         if (res.delivered_credits === 0) {
           await this.releaseHeld(c, res, now, 'lapsed');
         } else {
@@ -272,119 +238,106 @@ export class PostgresMetering {
     let expired = 0;
     for (const { account_id: accountId } of accounts) {
       expired += await inTransaction(this.pool, async (c) => {
-        return this.expireLapsed(c, accountId, await this.lockGrants(c, accountId), now);
+        const grants = (await run<{ grants: LockedGrant[] }>(c, 'accountGrants', [accountId])).rows[0]?.grants ?? [];
+        const changes = new GrantChanges(grants, now);
+        const lapsed = changes.expireLapsed();
+        if (lapsed > 0) await this.changeGrants(c, accountId, now, changes);
+        return lapsed;
       });
     }
     return expired;
   }
 
-  async owned(client: PoolClient | Pool, accountId: string, now: number): Promise<number> {
-    return (await run<{ owned: number }>(client, 'owned', [accountId, now])).rows[0]?.owned ?? 0;
+  /**
+   * Locks a reservation and, while it is open, its account's grants, its key and the key's day;
+   * with `begin`, as the statement that opens the transaction.
+   */
+  private async open(c: PoolClient, reservationId: string, now: number, begin = false): Promise<OpenRow | undefined> {
+    const values = [reservationId, utcDay(new Date(now)), now];
+    return begin
+      ? (await beginWith<OpenRow>(c, 'metering_begin_open', SQL.open, values))[0]
+      : (await run<OpenRow>(c, 'open', values)).rows[0];
   }
 
-  /** Charges an open (held or lapsed) reservation, locked by the caller, and closes it; a closed one answers what it was charged. */
-  private async settleOpen(c: PoolClient, res: ReservationRow, request: SettleRequest, now: number): Promise<SettleResult> {
+  /** Charges an open (held or lapsed) reservation, locked by `open`, and closes it; a closed one answers what it was charged. */
+  private async settleOpen(c: PoolClient, res: OpenRow, request: SettleRequest, now: number, commit = false): Promise<SettleResult> {
     if (res.state === 'settled' || res.state === 'released') {
-      return { charged: res.charged, shortfall: 0, balanceRemaining: await this.owned(c, res.account_id, now) };
+      return { charged: res.charged, shortfall: 0, balanceRemaining: res.owned };
     }
-    const locked = await this.lockGrants(c, res.account_id);
     const today = utcDay(new Date(now));
-    const key = await this.lockKey(c, res.key_id, today);
     // A reservation whose lease lapsed while its request still ran was let go by a
     // sweeper and holds nothing any more: it is settled late, from what is free now.
     const holding = res.state === 'held';
     const ownHold = holding ? res.amount : 0;
     const want = Math.max(0, request.credits);
-    const capRoom = key.lim === null ? Infinity : key.lim - key.spent - (key.held - ownHold);
+    const capRoom = res.lim === null ? Infinity : res.lim - res.spent - ((res.key_held ?? 0) - ownHold);
     let left = Math.max(0, Math.min(want, capRoom));
 
     // Charge in spending order over the reservation's own holds and the credits free now:
     // earned credits freed since the reservation was taken go before purchased ones it held,
     // and what the upstream counted beyond the estimate comes from free credits.
+    const changes = new GrantChanges(res.grants, now);
     const charges: Array<{ grant: string; amount: number }> = [];
-    const payable = (await run<PayableRow>(c, 'payable', [res.id, res.account_id, now, holding, locked])).rows;
-    for (const g of payable) {
-      const charge = Math.min(left, g.own + g.free);
-      if (charge === 0 && g.own === 0) continue;
-      mustChange(await run(c, 'charge', [g.id, charge, g.own, now]), 'charge on grant');
+    for (const g of res.grants) {
+      const own = holding ? g.own : 0;
+      const free = unexpired(g, now) ? g.balance - g.held : 0;
+      if (own === 0 && free <= 0) continue;
+      const charge = Math.min(left, own + free);
+      if (charge === 0 && own === 0) continue;
+      changes.charge(g.id, own, charge);
       if (charge > 0) charges.push({ grant: g.id, amount: charge });
       left -= charge;
     }
     const charged = charges.reduce((sum, ch) => sum + ch.amount, 0);
     const shortfall = want - charged;
-    await this.writeCharges(c, res, charges, shortfall, now);
-    await this.expireLapsed(c, res.account_id, locked, now);
-
-    if (holding) mustChange(await run(c, 'unholdKey', [res.key_id, res.amount]), 'daily cap unhold');
-    await run(c, 'ensureKeyDay', [res.key_id, today]);
-    mustChange(await run(c, 'spendKeyDay', [res.key_id, today, charged, key.lim]), 'daily cap spend');
-    mustChange(await run(c, 'closeReservation', [res.id, 'settled', charged, now, res.state]), 'close reservation');
-    await run(c, 'insertCompletion', [
-      res.id, res.account_id, res.key_id, res.model, request.routedModel, request.promptTokens, request.completionTokens, charged, now,
-    ]);
-    const result = { charged, shortfall, balanceRemaining: await this.owned(c, res.account_id, now) };
-    if (request.respond && res.idempotency_key !== null) {
-      const response = request.respond(result);
-      await run(c, 'storeResponse', [res.account_id, res.idempotency_key, res.id, response.status, JSON.stringify(response.body)]);
+    for (const [i, ch] of charges.entries()) {
+      const last = i === charges.length - 1;
+      changes.ledger({ grant: ch.grant, entry: 'charge', amount: -ch.amount, reservation: res.id, shortfall: last ? shortfall : 0 });
     }
+    if (charges.length === 0 && shortfall > 0) changes.ledger({ grant: null, entry: 'shortfall', amount: 0, reservation: res.id, shortfall });
+    changes.expireLapsed();
+
+    const result = { charged, shortfall, balanceRemaining: changes.owned() };
+    const response = request.respond && res.idempotency_key !== null ? request.respond(result) : null;
+    await write(c, 'settleApply', [
+      res.account_id, now, ...changes.parameters(),
+      res.id, res.key_id, today, ownHold, charged, res.lim, res.state, res.model, request.routedModel,
+      request.promptTokens, request.completionTokens, response ? res.idempotency_key : null,
+      response?.status ?? null, response ? JSON.stringify(response.body) : null,
+    ], { grants: changes.grantCount, entries: changes.entryCount, keys: ownHold > 0 ? 1 : 0, closed: 1, completions: 1 }, 'days', commit);
     return result;
   }
 
-  /** Lets go of a held reservation, locked by the caller, at no charge. */
-  private async releaseHeld(c: PoolClient, res: ReservationRow, now: number, state: 'released' | 'lapsed'): Promise<boolean> {
+  /** Lets go of a held reservation, locked by `open`, at no charge. */
+  private async releaseHeld(
+    c: PoolClient, res: OpenRow, now: number, state: 'released' | 'lapsed', commit = false,
+  ): Promise<boolean> {
     if (res.state !== 'held') return false;
-    const locked = await this.lockGrants(c, res.account_id);
-    mustChange(await run(c, 'closeReservation', [res.id, state, 0, now, 'held']), 'close reservation');
-    for (const h of (await run<{ id: string; amount: number }>(c, 'holds', [res.id])).rows) {
-      mustChange(await run(c, 'releaseHold', [h.id, h.amount]), 'release hold');
-    }
-    mustChange(await run(c, 'unholdKey', [res.key_id, res.amount]), 'daily cap release');
+    const changes = new GrantChanges(res.grants, now);
+    for (const g of res.grants) if (g.own > 0) changes.charge(g.id, g.own, 0);
+    changes.expireLapsed();
     // Nothing was charged: a retry under the same Idempotency-Key may run (a lapsed claim is judged stale by its reservation).
-    if (state === 'released' && res.idempotency_key !== null) {
-      await run(c, 'dropClaim', [res.account_id, res.idempotency_key, res.id]);
-    }
-    await this.expireLapsed(c, res.account_id, locked, now);
+    const dropClaim = state === 'released' ? res.idempotency_key : null;
+    await write(c, 'releaseApply', [
+      res.account_id, now, ...changes.parameters(), res.id, res.key_id, res.amount, state, dropClaim,
+    ], { grants: changes.grantCount, entries: changes.entryCount, closed: 1, keys: 1 }, null, commit);
     return true;
   }
 
-  /**
-   * Locks the account's grants that hold anything, in id order, and answers their ids: the
-   * transaction then reads and changes only these (a grant committed meanwhile waits for the next
-   * one), so it never takes a row lock out of order. A grant at balance 0 can never change again.
-   */
-  private async lockGrants(c: PoolClient, accountId: string): Promise<string[]> {
-    return (await run<{ id: string }>(c, 'lockGrants', [accountId])).rows.map((g) => g.id);
-  }
-
-  private async lockKey(c: PoolClient, keyId: string, day: string): Promise<KeyRow> {
-    const key = (await run<KeyRow>(c, 'lockKey', [keyId, day])).rows[0];
-    if (!key) throw new Error(`no api key ${keyId}`);
-    return key;
-  }
-
-  private async writeCharges(
-    c: PoolClient, res: ReservationRow, charges: Array<{ grant: string; amount: number }>, shortfall: number, now: number,
-  ): Promise<void> {
-    for (const [i, ch] of charges.entries()) {
-      const last = i === charges.length - 1;
-      await run(c, 'ledger', [res.account_id, ch.grant, 'charge', -ch.amount, res.id, last ? shortfall : 0, now]);
-    }
-    if (charges.length === 0 && shortfall > 0) {
-      await run(c, 'ledger', [res.account_id, null, 'shortfall', 0, res.id, shortfall, now]);
-    }
-  }
-
-  /** Earned credits past their expiry are gone, all but what holds taken before it still keep. Only among the locked grants. */
-  private async expireLapsed(c: PoolClient, accountId: string, locked: string[], now: number): Promise<number> {
-    const lapsed = (await run<GrantRow>(c, 'lapsed', [accountId, now, locked])).rows;
-    for (const g of lapsed) {
-      mustChange(await run(c, 'expire', [g.id, g.balance, g.held]), 'expire grant');
-      await run(c, 'ledger', [accountId, g.id, 'expire', g.held - g.balance, null, 0, now]);
-    }
-    return lapsed.length;
+  private async changeGrants(c: PoolClient, accountId: string, now: number, changes: GrantChanges): Promise<void> {
+    const counts = (await run<Counts>(c, 'changeGrants', [accountId, now, ...changes.parameters()])).rows[0];
+    expect(counts, { grants: changes.grantCount, entries: changes.entryCount });
   }
 }
 
-function mustChange(result: QueryResult, what: string): void {
-  if (result.rowCount !== 1) throw new Error(`${what}: the guarded update matched no row`);
+/** How many hold rows a reservation writes: one per grant it takes from. */
+function spendableTaken(changes: GrantChanges, spendable: LockedGrant[]): number {
+  return spendable.filter((g) => changes.after(g).held > g.held).length;
+}
+
+/** Every guarded write changed the rows it was meant to, or the transaction rolls back. */
+function expect(counts: Counts | undefined, wanted: Counts): void {
+  for (const [what, n] of Object.entries(wanted)) {
+    if (counts?.[what] !== n) throw new Error(`${what}: the guarded update changed ${counts?.[what] ?? 'no'} rows, not ${n}`);
+  }
 }
