@@ -27,8 +27,21 @@ export async function issueApiKey(store: Store, accountId: string, input: KeyReq
   return { record, secret: generated.secret };
 }
 
+export type ApiKeyObject = {
+  id: string;
+  object: 'api_key';
+  name: string | null;
+  environment: Environment;
+  daily_credit_limit: number | null;
+  rate_limit_rpm: number | null;
+  redacted_key: string;
+  created_at: string;
+  last_used_at: string | null;
+  credits_spent_today: number;
+};
+
 /** The key record as the API shows it: never the secret. */
-export function apiKeyObject(record: ApiKeyRecord): Record<string, unknown> {
+export function apiKeyObject(record: ApiKeyRecord): ApiKeyObject {
   return {
     id: record.id,
     object: 'api_key',

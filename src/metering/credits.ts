@@ -1,8 +1,25 @@
-/** Granting credits and showing balances: shared by the API, the admin API and the CLI. */
+/** Granting credits and showing accounts and balances: shared by the API, the admin API and the CLI. */
 import { isoSeconds } from '../clock.js';
-import type { Balances, CreditKind, Grant, Store } from '../store/types.js';
+import type { Account, Balances, CreditKind, Grant, Store } from '../store/types.js';
 
 const DAY_MS = 86_400_000;
+
+/** A page of `GET /admin/v1/accounts` and `svc-gateway accounts list`. */
+export const ACCOUNTS_PAGE = { default: 20, max: 100 } as const;
+
+export type CreditsObject = {
+  account_id: string;
+  total_credits: number;
+  earned_credits: { balance: number; expires_at: string | null; days_remaining: number };
+  purchased_credits: { balance: number; expires_at: null };
+  currency: 'SVC_CREDITS';
+  reserved_credits: number;
+  available_credits: number;
+};
+
+export type AccountObject = { id: string; object: 'account'; name: string | null; created_at: string };
+export type AccountWithCredits = AccountObject & { credits: CreditsObject };
+export type AccountsPage = { object: 'list'; data: AccountWithCredits[]; has_more: boolean };
 
 export interface GrantInput {
   kind: CreditKind;
@@ -37,7 +54,7 @@ export function grantObject(grant: Grant): Record<string, unknown> {
 }
 
 /** The body of GET /v1/credits. */
-export function creditsObject(accountId: string, balances: Balances, now: Date): Record<string, unknown> {
+export function creditsObject(accountId: string, balances: Balances, now: Date): CreditsObject {
   const total = balances.earned + balances.purchased;
   const expiresAt = balances.earnedExpiresAt;
   return {
@@ -55,6 +72,22 @@ export function creditsObject(accountId: string, balances: Balances, now: Date):
   };
 }
 
-export async function accountCredits(store: Store, accountId: string, now: Date): Promise<Record<string, unknown>> {
+export async function accountCredits(store: Store, accountId: string, now: Date): Promise<CreditsObject> {
   return creditsObject(accountId, await store.balances(accountId), now);
+}
+
+export function accountObject(account: Account): AccountObject {
+  return { id: account.id, object: 'account', name: account.name, created_at: isoSeconds(account.createdAt) };
+}
+
+/** The body of `GET /admin/v1/accounts/{id}`. */
+export async function accountWithCredits(store: Store, account: Account, now: Date): Promise<AccountWithCredits> {
+  return { ...accountObject(account), credits: await accountCredits(store, account.id, now) };
+}
+
+/** Accounts in id order after the cursor `after`, each with its balances. */
+export async function accountsPage(store: Store, query: { limit: number; after?: string | null }, now: Date): Promise<AccountsPage> {
+  const found = await store.listAccounts({ limit: query.limit + 1, after: query.after });
+  const data = await Promise.all(found.slice(0, query.limit).map((a) => accountWithCredits(store, a, now)));
+  return { object: 'list', data, has_more: found.length > query.limit };
 }

@@ -2,12 +2,11 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Clock } from '../../clock.js';
-import { isoSeconds } from '../../clock.js';
 import { errors } from '../../errors.js';
 import type { Breaker } from '../../gateway/breaker.js';
 import type { Router } from '../../gateway/router.js';
 import { apiKeyObject, issueApiKey } from '../../keys/issue.js';
-import { accountCredits, grantObject, grantProblem } from '../../metering/credits.js';
+import { ACCOUNTS_PAGE, accountObject, accountsPage, accountWithCredits, grantObject, grantProblem } from '../../metering/credits.js';
 import type { Account, Store } from '../../store/types.js';
 import { isAdminToken } from '../auth.js';
 import { allowOnly, parseBody, parseQuery } from '../errors.js';
@@ -29,7 +28,7 @@ const grantBody = z.object({
 });
 
 const listAccountsQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
+  limit: z.coerce.number().int().min(1).max(ACCOUNTS_PAGE.max).default(ACCOUNTS_PAGE.default),
   after: z.string().max(100).optional(),
 });
 
@@ -47,12 +46,7 @@ export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
 
   allowOnly(app, '/accounts', ['GET', 'POST']);
   app.get<{ Querystring: Record<string, unknown> }>('/accounts', async (request) => {
-    const { limit, after } = parseQuery(listAccountsQuery, request.query);
-    const found = await store.listAccounts({ limit: limit + 1, after });
-    const page = found.slice(0, limit);
-    const now = clock.now();
-    const data = await Promise.all(page.map(async (a) => ({ ...accountObject(a), credits: await accountCredits(store, a.id, now) })));
-    return { object: 'list', data, has_more: found.length > limit };
+    return accountsPage(store, parseQuery(listAccountsQuery, request.query), clock.now());
   });
 
   app.post('/accounts', async (request, reply) => {
@@ -63,8 +57,7 @@ export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
 
   allowOnly(app, '/accounts/:id', ['GET']);
   app.get<{ Params: { id: string } }>('/accounts/:id', async (request) => {
-    const found = await account(request.params.id);
-    return { ...accountObject(found), credits: await accountCredits(store, found.id, clock.now()) };
+    return accountWithCredits(store, await account(request.params.id), clock.now());
   });
 
   allowOnly(app, '/accounts/:id/grants', ['POST']);
@@ -88,8 +81,4 @@ export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
 
   allowOnly(app, '/upstreams', ['GET']);
   app.get('/upstreams', async () => ({ object: 'list', data: deps.breaker.view(deps.router.upstreams()) }));
-}
-
-function accountObject(account: Account): Record<string, unknown> {
-  return { id: account.id, object: 'account', name: account.name, created_at: isoSeconds(account.createdAt) };
 }
