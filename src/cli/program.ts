@@ -3,7 +3,7 @@
  * program and each command, and one mapping from every way a run can end to
  * its exit code (0 done, 1 not found / ledger mismatch / failure, 2 bad usage).
  */
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { ConfigError } from '../config.js';
 import { DatabaseUrlError, DEFAULT_DATABASE_URL } from '../store/open.js';
 import { changeCommands, type CommandSpec } from './commands.js';
@@ -60,14 +60,22 @@ export function buildProgram(io: Io, exitWith: (code: number) => void): Command 
     }
     const command = parent.command(action ?? first).description(spec.summary)
       .configureOutput(output(io, `svc-gateway ${spec.name}`));
-    for (const [flags, help, required] of spec.options) command.option(flags, required ? `${help} (required)` : help);
+    for (const [flags, help, required] of spec.options) {
+      command.addOption(new Option(flags, required ? `${help} (required)` : help).argParser(notAnOption));
+    }
     command
-      .option('--database <url>', `database URL (else DATABASE_URL, else ${DEFAULT_DATABASE_URL})`)
+      .addOption(new Option('--database <url>', `database URL (else DATABASE_URL, else ${DEFAULT_DATABASE_URL})`).argParser(notAnOption))
       .option('--json', "print the API's JSON object instead of text")
       .addHelpText('after', `\n${EXIT_CODES}\n`)
       .action(async (options: Record<string, unknown>) => exitWith(await spec.run(options, io)));
   }
   return program;
+}
+
+/** `--account --json`: the value forgotten, the next option taken for it. Refused rather than looked up. */
+function notAnOption(value: string): string {
+  if (value.startsWith('--')) throw new InvalidArgumentError('It needs a value, not another option.');
+  return value;
 }
 
 /** One line per command with its options, required ones bare and the rest in brackets. */
