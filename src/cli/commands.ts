@@ -12,20 +12,9 @@ import { migrateDatabase, openStore } from '../store/open.js';
 import type { Store } from '../store/types.js';
 import { progressBar } from './progress.js';
 import {
-  CliError, databaseUrl, existingAccount, flag, integer, parseInstant, positive, print, required, str, withStore, type Io, type Values,
+  CliError, databaseUrl, existingAccount, flag, integer, parseInstant, positive, print, required, str, withStore,
+  type CommandSpec, type Io, type Values,
 } from './support.js';
-
-/** Commander flags, their help, and whether the command needs it (checked by the command, for its own message). */
-export type OptionSpec = [flags: string, help: string, required?: boolean];
-
-export interface CommandSpec {
-  /** One word, or a group and an action: `credits grant`. */
-  name: string;
-  summary: string;
-  /** `--database` and `--json` are added to every command. */
-  options: OptionSpec[];
-  run(v: Values, io: Io): Promise<number>;
-}
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 

@@ -7,8 +7,9 @@ import { systemClock } from '../clock.js';
 import { apiKeyObject } from '../keys/issue.js';
 import { ACCOUNTS_PAGE, accountCredits, accountsPage, accountWithCredits } from '../metering/credits.js';
 import { accountUsage, usagePeriod } from '../metering/usage.js';
-import type { CommandSpec, OptionSpec } from './commands.js';
-import { CliError, existingAccount, flag, integer, NotFoundError, print, required, str, withStore, type Values } from './support.js';
+import {
+  CliError, existingAccount, flag, integer, NotFoundError, print, required, str, withStore, type CommandSpec, type OptionSpec, type Values,
+} from './support.js';
 import { accountsText, accountText, creditsText, keysText, usageText } from './views.js';
 
 const ACCOUNT_OPTION: OptionSpec = ['--account <id>', 'the account', true];

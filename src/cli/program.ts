@@ -6,9 +6,9 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { ConfigError } from '../config.js';
 import { DatabaseUrlError, DEFAULT_DATABASE_URL } from '../store/open.js';
-import { changeCommands, type CommandSpec } from './commands.js';
+import { changeCommands } from './commands.js';
 import { inspectCommands } from './inspect.js';
-import { CliError, EXIT, NotFoundError, type Io } from './support.js';
+import { CliError, EXIT, NotFoundError, type CommandSpec, type Io } from './support.js';
 
 const ORDER = [
   'serve', 'accounts create', 'accounts list', 'accounts show', 'credits grant', 'credits show',

@@ -27,6 +27,18 @@ export interface Io {
 /** Option values as commander gives them (camelCase keys). */
 export type Values = Record<string, unknown>;
 
+/** Commander flags, their help, and whether the command needs it (checked by the command, for its own message). */
+export type OptionSpec = [flags: string, help: string, required?: boolean];
+
+export interface CommandSpec {
+  /** One word, or a group and an action: `credits grant`. */
+  name: string;
+  summary: string;
+  /** `--database` and `--json` are added to every command. */
+  options: OptionSpec[];
+  run(v: Values, io: Io): Promise<number>;
+}
+
 export function databaseUrl(v: Values, io: Io): string {
   return str(v.database) ?? io.env.DATABASE_URL ?? DEFAULT_DATABASE_URL;
 }
