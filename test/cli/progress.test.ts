@@ -13,7 +13,9 @@ import { runCli } from '../../src/cli/program.js';
 import { progressBar, progressLine } from '../../src/cli/progress.js';
 import { migrateDatabase } from '../../src/store/open.js';
 import { MIGRATIONS } from '../../src/store/sqlite/schema.js';
-import { emptyPostgresSchema, forEachBackend, makeAccount, openTempStore, reserveFor, settleRequest } from '../support/store-fixture.js';
+import {
+  emptyPostgresSchema, forEachBackend, makeAccount, openTempSqliteStore, openTempStore, reserveFor, settleRequest,
+} from '../support/store-fixture.js';
 
 class Terminal extends Writable {
   text = '';
@@ -97,6 +99,26 @@ describe('svc-gateway ledger verify and migrate on a terminal', () => {
         assert.equal(quiet.code, 0);
         assert.equal(quiet.stderr, '', `${command.join(' ')} ${args.join(' ')} tty=${tty}`);
       }
+    }
+  });
+});
+
+describe('verifyLedger on a large SQLite ledger', () => {
+  it('tells its progress every 500 rows as it goes', async () => {
+    const t = openTempSqliteStore();
+    try {
+      const account = await t.store.createAccount(null);
+      // 1,200 spent grants (balance 0, no ledger entries: nothing to disagree), written in one statement.
+      t.raw().prepare(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1200)
+        INSERT INTO grants (id, account_id, kind, amount, balance, held, expires_at, created_at)
+        SELECT 'grant_bulk_' || i, ?, 'purchased', 1, 0, 0, NULL, 0 FROM n`).run(account.id);
+      const calls: Array<[number, number]> = [];
+      const report = await t.store.verifyLedger((done, total) => calls.push([done, total]));
+      assert.equal(report.grants, 1200);
+      assert.deepEqual(report.disagreements, []);
+      assert.deepEqual(calls, [[500, 1200], [1000, 1200], [1200, 1200]]);
+    } finally {
+      await t.cleanup();
     }
   });
 });
