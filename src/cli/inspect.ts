@@ -4,7 +4,7 @@
  * (built by the same functions), else a table built from that same object.
  */
 import { systemClock } from '../clock.js';
-import { apiKeyObject } from '../keys/issue.js';
+import { apiKeyList, revokedKeyObject } from '../keys/issue.js';
 import { ACCOUNTS_PAGE, accountCredits, accountsPage, accountWithCredits } from '../metering/credits.js';
 import { accountUsage, usagePeriod } from '../metering/usage.js';
 import {
@@ -46,7 +46,7 @@ export const inspectCommands: CommandSpec[] = [
     options: [ACCOUNT_OPTION],
     run: (v, io) => withStore(v, io, async (store) => {
       const account = await existingAccount(store, required(v, 'account'));
-      const list = { object: 'list' as const, data: (await store.listApiKeys(account.id)).map(apiKeyObject) };
+      const list = apiKeyList(await store.listApiKeys(account.id));
       return print(v, io, list, keysText(list));
     }),
   },
@@ -59,7 +59,7 @@ export const inspectCommands: CommandSpec[] = [
       const keyId = required(v, 'key');
       await existingAccount(store, accountId);
       if (!(await store.revokeApiKey(accountId, keyId))) throw new NotFoundError(`no active key ${keyId} on account ${accountId}`);
-      return print(v, io, { id: keyId, object: 'api_key', deleted: true }, `revoked ${keyId} of ${accountId}\n`);
+      return print(v, io, revokedKeyObject(keyId), `revoked ${keyId} of ${accountId}\n`);
     }),
   },
   {

@@ -55,3 +55,13 @@ export function apiKeyObject(record: ApiKeyRecord): ApiKeyObject {
     credits_spent_today: record.creditsSpentToday,
   };
 }
+
+/** The body of `GET /v1/api-keys` and `svc-gateway keys list --json`. */
+export function apiKeyList(records: ApiKeyRecord[]): { object: 'list'; data: ApiKeyObject[] } {
+  return { object: 'list', data: records.map(apiKeyObject) };
+}
+
+/** The answer to revoking a key (`DELETE /v1/api-keys/{id}`, `svc-gateway keys revoke`). */
+export function revokedKeyObject(id: string): { id: string; object: 'api_key'; deleted: true } {
+  return { id, object: 'api_key', deleted: true };
+}

@@ -134,6 +134,12 @@ forEachBackend('svc-gateway operator commands', (backend) => {
       assert.notEqual(row?.revoked_at ?? null, null);
       assert.deepEqual(await json('keys', 'list', '--account', accountId), { object: 'list', data: [] });
 
+      // With --json, what DELETE /v1/api-keys/{id} answers: asked of the gateway with one key, of the CLI for another.
+      const [second, third] = [await issueApiKey(temp.store, accountId, {}), await issueApiKey(temp.store, accountId, {})];
+      const deleted = await fetch(`${origin}/v1/api-keys/${third.record.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${second.secret}` } });
+      const answer = { ...(await deleted.json() as Record<string, unknown>), id: second.record.id };
+      assert.deepEqual(await json('keys', 'revoke', '--account', accountId, '--key', second.record.id), answer);
+
       const again = await cli(['keys', 'revoke', '--account', accountId, '--key', keyId, '--database', temp.url]);
       assert.equal(again.code, 1);
       assert.match(again.stderr, new RegExp(`no active key ${keyId} on account ${accountId}`));
