@@ -28,6 +28,8 @@ export async function issueApiKey(store: Store, accountId: string, input: KeyReq
   return { record, secret: generated.secret };
 }
 
+export type { ApiKeyObject };
+
 /** The key record as the API shows it: never the secret. */
 export function apiKeyObject(record: ApiKeyRecord): ApiKeyObject {
   return {
@@ -42,4 +44,14 @@ export function apiKeyObject(record: ApiKeyRecord): ApiKeyObject {
     last_used_at: record.lastUsedAt ? isoSeconds(record.lastUsedAt) : null,
     credits_spent_today: record.creditsSpentToday,
   };
+}
+
+/** The body of `GET /v1/api-keys` and `svc-gateway keys list --json`. */
+export function apiKeyList(records: ApiKeyRecord[]): { object: 'list'; data: ApiKeyObject[] } {
+  return { object: 'list', data: records.map(apiKeyObject) };
+}
+
+/** The answer to revoking a key (`DELETE /v1/api-keys/{id}`, `svc-gateway keys revoke`). */
+export function revokedKeyObject(id: string): { id: string; object: 'api_key'; deleted: true } {
+  return { id, object: 'api_key', deleted: true };
 }

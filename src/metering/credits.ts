@@ -1,10 +1,19 @@
-/** Granting credits and showing balances: shared by the API, the admin API and the CLI. */
+/** Granting credits and showing accounts and balances: shared by the API, the admin API and the CLI. */
 import { isoSeconds } from '../clock.js';
 import type { CreditsObject } from '../http/schemas/account.js';
-import type { CreditGrantObject } from '../http/schemas/admin.js';
-import type { Balances, CreditKind, Grant, Store } from '../store/types.js';
+import type { z } from 'zod';
+import type { accountList, accountObject as accountObjectSchema, accountWithCredits as accountWithCreditsSchema, CreditGrantObject } from '../http/schemas/admin.js';
+import type { Account, Balances, CreditKind, Grant, Store } from '../store/types.js';
 
 const DAY_MS = 86_400_000;
+
+/** A page of `GET /admin/v1/accounts` and `svc-gateway accounts list`. */
+export const ACCOUNTS_PAGE = { default: 20, max: 100 } as const;
+
+export type { CreditsObject };
+export type AccountObject = z.infer<typeof accountObjectSchema>;
+export type AccountWithCredits = z.infer<typeof accountWithCreditsSchema>;
+export type AccountsPage = z.infer<typeof accountList>;
 
 export interface GrantInput {
   kind: CreditKind;
@@ -59,4 +68,20 @@ export function creditsObject(accountId: string, balances: Balances, now: Date):
 
 export async function accountCredits(store: Store, accountId: string, now: Date): Promise<CreditsObject> {
   return creditsObject(accountId, await store.balances(accountId), now);
+}
+
+export function accountObject(account: Account): AccountObject {
+  return { id: account.id, object: 'account', name: account.name, created_at: isoSeconds(account.createdAt) };
+}
+
+/** The body of `GET /admin/v1/accounts/{id}`. */
+export async function accountWithCredits(store: Store, account: Account, now: Date): Promise<AccountWithCredits> {
+  return { ...accountObject(account), credits: await accountCredits(store, account.id, now) };
+}
+
+/** Accounts in id order after the cursor `after`, each with its balances. */
+export async function accountsPage(store: Store, query: { limit: number; after?: string | null }, now: Date): Promise<AccountsPage> {
+  const found = await store.listAccounts({ limit: query.limit + 1, after: query.after });
+  const data = await Promise.all(found.slice(0, query.limit).map((a) => accountWithCredits(store, a, now)));
+  return { object: 'list', data, has_more: found.length > query.limit };
 }

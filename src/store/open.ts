@@ -7,9 +7,10 @@
 import { resolve } from 'node:path';
 import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
+import { createPool, migrate } from './postgres/database.js';
 import { PostgresStore } from './postgres/store.js';
 import { openSqliteDatabase, SqliteStore } from './sqlite/store.js';
-import type { Store } from './types.js';
+import type { ProgressListener, Store } from './types.js';
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/gateway.db';
 
@@ -38,11 +39,14 @@ export function openStore(url: string, clock: Clock = systemClock): Promise<Stor
   throw new DatabaseUrlError(`DATABASE_URL must start with sqlite: or postgres://, got '${url}'`);
 }
 
-/** Applies the migrations a database lacks (what opening a store does) and answers its schema version. */
-export async function migrateDatabase(url: string): Promise<{ kind: Store['kind']; version: number }> {
+/**
+ * Applies the migrations a database lacks (what opening a store does) and
+ * answers its schema version; `onProgress(version, latest)` is told as they apply.
+ */
+export async function migrateDatabase(url: string, onProgress?: ProgressListener): Promise<{ kind: Store['kind']; version: number }> {
   const path = sqlitePath(url);
   if (path !== null) {
-    const db = openSqliteDatabase(path);
+    const db = openSqliteDatabase(path, onProgress);
     try {
       const row = db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number };
       return { kind: 'sqlite', version: row.v };
@@ -51,10 +55,10 @@ export async function migrateDatabase(url: string): Promise<{ kind: Store['kind'
     }
   }
   if (!isPostgresUrl(url)) throw new DatabaseUrlError(`DATABASE_URL must start with sqlite: or postgres://, got '${url}'`);
-  const store = await PostgresStore.open(url);
+  const pool = createPool(url, { poolSize: 1 });
   try {
-    return { kind: 'postgres', version: await store.schemaVersion() };
+    return { kind: 'postgres', version: await migrate(pool, onProgress) };
   } finally {
-    await store.close();
+    await pool.end();
   }
 }

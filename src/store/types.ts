@@ -165,6 +165,9 @@ export interface LedgerDisagreement {
   recomputed: number;
 }
 
+/** Told how far long work has come: `done` of `total` units, `done` reaching `total` at the end. */
+export type ProgressListener = (done: number, total: number) => void;
+
 export interface LedgerReport {
   accounts: number;
   grants: number;
@@ -231,7 +234,8 @@ export interface Store {
   pruneIdempotencyKeys(): Promise<number>;
 
   usage(query: UsageQuery): Promise<UsageRow[]>;
-  verifyLedger(): Promise<LedgerReport>;
+  /** `onProgress(done, total)` is told as the checks advance (rows on SQLite, queries on PostgreSQL). */
+  verifyLedger(onProgress?: ProgressListener): Promise<LedgerReport>;
 
   claimIdempotencyKey(accountId: string, key: string, fingerprint: string): Promise<IdempotencyClaim>;
   /** Lets go of a claim that never reserved (the request was refused before it reached the ledger). */

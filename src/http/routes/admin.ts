@@ -1,13 +1,12 @@
 /** The operator's API under /admin/v1, only when SVC_ADMIN_TOKEN is set. */
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../../clock.js';
-import { isoSeconds } from '../../clock.js';
 import { errors } from '../../errors.js';
 import type { Breaker } from '../../gateway/breaker.js';
 import type { Router } from '../../gateway/router.js';
 import type { AliasTraffic, UpstreamStats } from '../../gateway/traffic.js';
 import { apiKeyObject, issueApiKey } from '../../keys/issue.js';
-import { accountCredits, grantObject, grantProblem } from '../../metering/credits.js';
+import { ACCOUNTS_PAGE, accountObject, accountsPage, accountWithCredits, grantObject, grantProblem } from '../../metering/credits.js';
 import type { Account, Store } from '../../store/types.js';
 import { isAdminToken } from '../auth.js';
 import { allowOnly, parseBody, parseQuery } from '../errors.js';
@@ -38,12 +37,7 @@ export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
 
   allowOnly(app, '/accounts', ['GET', 'POST']);
   app.get<{ Querystring: Record<string, unknown> }>('/accounts', async (request) => {
-    const { limit, after } = parseQuery(listAccountsQuery, request.query);
-    const found = await store.listAccounts({ limit: limit + 1, after });
-    const page = found.slice(0, limit);
-    const now = clock.now();
-    const data = await Promise.all(page.map(async (a) => ({ ...accountObject(a), credits: await accountCredits(store, a.id, now) })));
-    return { object: 'list', data, has_more: found.length > limit };
+    return accountsPage(store, parseQuery(listAccountsQuery, request.query), clock.now());
   });
 
   app.post('/accounts', async (request, reply) => {
@@ -54,8 +48,7 @@ export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
 
   allowOnly(app, '/accounts/:id', ['GET']);
   app.get<{ Params: { id: string } }>('/accounts/:id', async (request) => {
-    const found = await account(request.params.id);
-    return { ...accountObject(found), credits: await accountCredits(store, found.id, clock.now()) };
+    return accountWithCredits(store, await account(request.params.id), clock.now());
   });
 
   allowOnly(app, '/accounts/:id/grants', ['POST']);
@@ -86,8 +79,4 @@ export function adminRoutes(app: FastifyInstance, deps: AdminRouteDeps): void {
 
   allowOnly(app, '/traffic', ['GET']);
   app.get('/traffic', async () => deps.traffic.view());
-}
-
-function accountObject(account: Account): AccountObject {
-  return { id: account.id, object: 'account', name: account.name, created_at: isoSeconds(account.createdAt) };
 }

@@ -17,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { escapeLiteral, Pool, TypeOverrides } from 'pg';
 import type { PoolClient, QueryResult, QueryResultRow } from 'pg';
 import { MIGRATIONS } from './schema.js';
+import type { ProgressListener } from '../types.js';
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -101,15 +102,17 @@ export async function inTransaction<T>(
  * instances starting at once take turns on an advisory lock held inside the
  * migration transaction: the first applies, the others find nothing to do.
  */
-export async function migrate(pool: Pool): Promise<number> {
+export async function migrate(pool: Pool, onProgress?: ProgressListener): Promise<number> {
   return inTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)');
     const applied = await schemaVersion(client);
+    onProgress?.(Math.min(applied, MIGRATIONS.length), MIGRATIONS.length);
     for (const [i, sql] of MIGRATIONS.entries()) {
       if (i + 1 <= applied) continue;
       await client.query(sql);
       await client.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)', [i + 1, Date.now()]);
+      onProgress?.(i + 1, MIGRATIONS.length);
     }
     return Math.max(applied, MIGRATIONS.length);
   });

@@ -6,7 +6,7 @@
  * the disagreements travel.
  */
 import type { Pool } from 'pg';
-import type { LedgerDisagreement, LedgerReport } from '../types.js';
+import type { LedgerDisagreement, LedgerReport, ProgressListener } from '../types.js';
 import { inTransaction } from './database.js';
 
 interface Compared {
@@ -43,12 +43,17 @@ const CHARGED = `SELECT r.account_id, r.id AS subject, r.charged AS stored, COAL
 const COUNTS = `SELECT (SELECT COUNT(*) FROM accounts) AS accounts, (SELECT COUNT(*) FROM grants) AS grants,
   (SELECT COUNT(*) FROM ledger) AS entries`;
 
-export function verifyLedger(pool: Pool): Promise<LedgerReport> {
+/** `onProgress` is told after each of its five queries. */
+export function verifyLedger(pool: Pool, onProgress?: ProgressListener): Promise<LedgerReport> {
+  const QUERIES = 5;
   return inTransaction(pool, async (c) => {
-    const found = async (sql: string, field: LedgerDisagreement['field']): Promise<LedgerDisagreement[]> =>
-      (await c.query<Compared>(sql)).rows.map((r) => ({
-        accountId: r.account_id, subject: r.subject, field, stored: r.stored, recomputed: r.recomputed,
-      }));
+    let done = 0;
+    onProgress?.(done, QUERIES);
+    const found = async (sql: string, field: LedgerDisagreement['field']): Promise<LedgerDisagreement[]> => {
+      const { rows } = await c.query<Compared>(sql);
+      onProgress?.(++done, QUERIES);
+      return rows.map((r) => ({ accountId: r.account_id, subject: r.subject, field, stored: r.stored, recomputed: r.recomputed }));
+    };
     const disagreements = [
       ...await found(KEY_HELD, 'held'),
       ...await found(GRANT_BALANCE, 'balance'),
@@ -56,6 +61,7 @@ export function verifyLedger(pool: Pool): Promise<LedgerReport> {
       ...await found(CHARGED, 'charged'),
     ];
     const counts = (await c.query<{ accounts: number; grants: number; entries: number }>(COUNTS)).rows[0];
+    onProgress?.(++done, QUERIES);
     return { accounts: counts?.accounts ?? 0, grants: counts?.grants ?? 0, entries: counts?.entries ?? 0, disagreements };
   }, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
 }

@@ -11,7 +11,7 @@ import type { Clock } from '../../clock.js';
 import { systemClock, utcDay } from '../../clock.js';
 import { newId } from '../../ids.js';
 import type {
-  Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LeaseRenewal, LedgerReport, NewApiKey, ReservationPlanner,
+  Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LeaseRenewal, LedgerReport, NewApiKey, ProgressListener, ReservationPlanner,
   ReserveOutcome, ReserveRequest, SettleRequest, SettleResult, Store, StoredApiKey, UsageQuery, UsageRow,
 } from '../types.js';
 import { IDEMPOTENCY_WINDOW_MS, judgeClaim, toKeyRecord, type ClaimRow, type KeyRow } from '../rows.js';
@@ -184,8 +184,8 @@ export class PostgresStore implements Store {
     return rows;
   }
 
-  verifyLedger(): Promise<LedgerReport> {
-    return verifyLedger(this.pool);
+  verifyLedger(onProgress?: ProgressListener): Promise<LedgerReport> {
+    return verifyLedger(this.pool, onProgress);
   }
 
   /**

@@ -9,8 +9,11 @@ import type { Clock } from '../../clock.js';
 import { utcDay } from '../../clock.js';
 import { admitRequest } from '../../metering/rate-limit.js';
 import type {
-  Delivered, LeaseRenewal, LedgerDisagreement, LedgerReport, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult,
+  Delivered, LeaseRenewal, LedgerDisagreement, LedgerReport, ProgressListener, ReservationPlanner, ReserveOutcome, ReserveRequest, SettleRequest, SettleResult,
 } from '../types.js';
+
+/** How many rows `verifyLedger` checks between two calls of its progress listener. */
+const PROGRESS_EVERY = 500;
 
 interface GrantRow {
   id: string;
@@ -301,41 +304,49 @@ export class SqliteMetering {
     }).immediate();
   }
 
-  verifyLedger(): LedgerReport {
+  /** Row by row (keys, grants, settled reservations), telling `onProgress` every few hundred rows. */
+  verifyLedger(onProgress?: ProgressListener): LedgerReport {
+    const count = (sql: string) => (this.db.prepare(sql).get() as { n: number }).n;
+    const total = count(`SELECT (SELECT COUNT(*) FROM api_keys) + (SELECT COUNT(*) FROM grants)
+      + (SELECT COUNT(*) FROM reservations WHERE state = 'settled') AS n`);
+    let done = 0;
+    const step = () => {
+      if (++done % PROGRESS_EVERY === 0) onProgress?.(done, total);
+    };
+    const disagreements: LedgerDisagreement[] = [];
+    const differ = (accountId: string, subject: string, field: LedgerDisagreement['field'], stored: number, recomputed: number) => {
+      if (stored !== recomputed) disagreements.push({ accountId, subject, field, stored, recomputed });
+    };
+    const keys = this.db.prepare(`SELECT k.id, k.account_id, k.held,
+        COALESCE((SELECT SUM(r.amount) FROM reservations r WHERE r.key_id = k.id AND r.state = 'held'), 0) AS open_holds
+      FROM api_keys k`);
+    for (const k of keys.iterate() as Iterable<{ id: string; account_id: string; held: number; open_holds: number }>) {
+      differ(k.account_id, k.id, 'held', k.held, k.open_holds);
+      step();
+    }
     const grants = this.db.prepare(`SELECT g.id, g.account_id, g.balance, g.held,
         COALESCE((SELECT SUM(l.amount) FROM ledger l WHERE l.grant_id = g.id), 0) AS ledger_balance,
         COALESCE((SELECT SUM(h.amount) FROM reservation_holds h JOIN reservations r ON r.id = h.reservation_id
                   WHERE h.grant_id = g.id AND r.state = 'held'), 0) AS open_holds
-      FROM grants g`).all() as Array<GrantRow & { account_id: string; ledger_balance: number; open_holds: number }>;
+      FROM grants g`);
+    let grantCount = 0;
+    for (const g of grants.iterate() as Iterable<GrantRow & { account_id: string; ledger_balance: number; open_holds: number }>) {
+      differ(g.account_id, g.id, 'balance', g.balance, g.ledger_balance);
+      differ(g.account_id, g.id, 'held', g.held, g.open_holds);
+      grantCount++;
+      step();
+    }
     const settled = this.db.prepare(`SELECT r.id, r.account_id, r.charged,
         COALESCE((SELECT -SUM(l.amount) FROM ledger l WHERE l.reservation_id = r.id AND l.entry = 'charge'), 0) AS ledger_charged
-      FROM reservations r WHERE r.state = 'settled'`).all() as Array<{ id: string; account_id: string; charged: number; ledger_charged: number }>;
-    const keys = this.db.prepare(`SELECT k.id, k.account_id, k.held,
-        COALESCE((SELECT SUM(r.amount) FROM reservations r WHERE r.key_id = k.id AND r.state = 'held'), 0) AS open_holds
-      FROM api_keys k`).all() as Array<{ id: string; account_id: string; held: number; open_holds: number }>;
-    const disagreements: LedgerDisagreement[] = [];
-    for (const k of keys) {
-      if (k.held !== k.open_holds) {
-        disagreements.push({ accountId: k.account_id, subject: k.id, field: 'held', stored: k.held, recomputed: k.open_holds });
-      }
+      FROM reservations r WHERE r.state = 'settled'`);
+    for (const r of settled.iterate() as Iterable<{ id: string; account_id: string; charged: number; ledger_charged: number }>) {
+      differ(r.account_id, r.id, 'charged', r.charged, r.ledger_charged);
+      step();
     }
-    for (const g of grants) {
-      if (g.balance !== g.ledger_balance) {
-        disagreements.push({ accountId: g.account_id, subject: g.id, field: 'balance', stored: g.balance, recomputed: g.ledger_balance });
-      }
-      if (g.held !== g.open_holds) {
-        disagreements.push({ accountId: g.account_id, subject: g.id, field: 'held', stored: g.held, recomputed: g.open_holds });
-      }
-    }
-    for (const r of settled) {
-      if (r.charged !== r.ledger_charged) {
-        disagreements.push({ accountId: r.account_id, subject: r.id, field: 'charged', stored: r.charged, recomputed: r.ledger_charged });
-      }
-    }
-    const count = (sql: string) => (this.db.prepare(sql).get() as { n: number }).n;
+    onProgress?.(total, total);
     return {
       accounts: count('SELECT COUNT(*) AS n FROM accounts'),
-      grants: grants.length,
+      grants: grantCount,
       entries: count('SELECT COUNT(*) AS n FROM ledger'),
       disagreements,
     };

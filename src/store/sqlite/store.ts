@@ -12,7 +12,7 @@ import type { Clock } from '../../clock.js';
 import { systemClock, utcDay } from '../../clock.js';
 import { newId } from '../../ids.js';
 import type {
-  Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LeaseRenewal, LedgerReport, NewApiKey, ReservationPlanner,
+  Account, ApiKeyRecord, Balances, CreditKind, Delivered, Grant, IdempotencyClaim, LeaseRenewal, LedgerReport, NewApiKey, ProgressListener, ReservationPlanner,
   ReserveOutcome, ReserveRequest, SettleRequest, SettleResult, Store, StoredApiKey, UsageQuery, UsageRow,
 } from '../types.js';
 import { IDEMPOTENCY_WINDOW_MS, judgeClaim, toKeyRecord, type ClaimRow, type KeyRow } from '../rows.js';
@@ -33,7 +33,8 @@ function isBusy(err: unknown): boolean {
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 }
 
-export function openSqliteDatabase(path: string): Database {
+/** Opens the file and applies the migrations it lacks, telling `onMigrate(applied, of)` after each. */
+export function openSqliteDatabase(path: string, onMigrate?: ProgressListener): Database {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new BetterSqlite3(path);
   db.pragma('journal_mode = WAL');
@@ -41,19 +42,21 @@ export function openSqliteDatabase(path: string): Database {
   db.pragma('foreign_keys = ON');
   // At boot, waiting on another process's migration may block: nothing else runs yet.
   db.pragma(`busy_timeout = ${BUSY_DEADLINE_MS}`);
-  migrate(db);
+  migrate(db, onMigrate);
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   return db;
 }
 
-function migrate(db: Database): void {
+function migrate(db: Database, onProgress?: ProgressListener): void {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
   db.transaction(() => {
     const applied = (db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number }).v;
+    onProgress?.(Math.min(applied, MIGRATIONS.length), MIGRATIONS.length);
     MIGRATIONS.forEach((sql, i) => {
       if (i + 1 <= applied) return;
       db.exec(sql);
       db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(i + 1, Date.now());
+      onProgress?.(i + 1, MIGRATIONS.length);
     });
   }).immediate();
 }
@@ -217,8 +220,8 @@ export class SqliteStore implements Store {
     return rows as UsageRow[];
   }
 
-  async verifyLedger(): Promise<LedgerReport> {
-    return this.metering.verifyLedger();
+  async verifyLedger(onProgress?: ProgressListener): Promise<LedgerReport> {
+    return this.metering.verifyLedger(onProgress);
   }
 
   async claimIdempotencyKey(accountId: string, key: string, fingerprint: string): Promise<IdempotencyClaim> {

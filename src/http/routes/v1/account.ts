@@ -4,7 +4,7 @@ import type { Clock } from '../../../clock.js';
 import { errors } from '../../../errors.js';
 import type { Catalog } from '../../../gateway/catalog.js';
 import { modelObject } from '../../../gateway/catalog.js';
-import { apiKeyObject, issueApiKey } from '../../../keys/issue.js';
+import { apiKeyList, apiKeyObject, issueApiKey, revokedKeyObject } from '../../../keys/issue.js';
 import type { Permission } from '../../../keys/permissions.js';
 import { mayCreate, mayRevoke } from '../../../keys/permissions.js';
 import { accountCredits } from '../../../metering/credits.js';
@@ -34,8 +34,7 @@ export function accountRoutes(app: FastifyInstance, { store, catalog, clock }: A
 
   allowOnly(app, '/api-keys', ['GET', 'POST']);
   app.get('/api-keys', async (request) => {
-    const keys = await store.listApiKeys(request.caller!.accountId);
-    return { object: 'list', data: keys.map(apiKeyObject) };
+    return apiKeyList(await store.listApiKeys(request.caller!.accountId));
   });
 
   app.post('/api-keys', async (request, reply) => {
@@ -51,7 +50,7 @@ export function accountRoutes(app: FastifyInstance, { store, catalog, clock }: A
     // A key that may revoke only itself learns nothing about other ids: 403 whether they exist or not.
     enforce(mayRevoke(request.caller!.key, id));
     if (!(await store.revokeApiKey(request.caller!.accountId, id))) throw errors.apiKeyNotFound(id);
-    return { id, object: 'api_key', deleted: true };
+    return revokedKeyObject(id);
   });
 }
 
