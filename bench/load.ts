@@ -88,9 +88,9 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
               ttfts.push(ms(t0));
             }
           }
-          if (all.length < 100_000) all += text;
+          all = (all + text).slice(-100_000);
         }
-        if (res.statusCode !== 200 || !all.includes('data: [DONE]') || all.includes('"error"')) fail(`${res.statusCode} ${all.slice(0, 200)}`);
+        if (res.statusCode !== 200 || !all.includes('data: [DONE]') || all.includes('"error"')) fail(`${res.statusCode} …${all.slice(-400)}`);
       }
     } catch (error) {
       fail(String(error));

@@ -28,7 +28,7 @@ import { cpuSeconds, processTree, rssPeak } from './proc.js';
 const QUICK = process.env.BENCH_QUICK === '1';
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? (QUICK ? 400 : 5000));
 const WARMUP_MS = QUICK ? 200 : 1000;
-const HOLD_STREAMS = QUICK ? 50 : 5000;
+const HOLD_STREAMS = Number(process.env.BENCH_HOLD_STREAMS ?? (QUICK ? 50 : 5000));
 const HOLD_MS = QUICK ? 500 : 15_000;
 const RAMP_MS = QUICK ? 100 : 5000;
 const ONLY = process.env.BENCH_ONLY ?? '';
@@ -103,7 +103,7 @@ function benchConfig(upstreamUrl: string): unknown {
     routes: [{ provider: 'mock', model: upstreamModel }],
   });
   return {
-    providers: [{ id: 'mock', type: 'openai', base_url: upstreamUrl, api_key_env: 'BENCH_UPSTREAM_KEY' }],
+    providers: [{ id: 'mock', type: 'openai', base_url: upstreamUrl, api_key_env: 'BENCH_UPSTREAM_KEY', connections: 20_000 }],
     models: [model('svc-fast', 'bench-model'), model('svc-hold', `slow-stream-${HOLD_MS}`)],
     limits: { max_in_flight: 20_000 },
     server: { max_connections: 20_000 },

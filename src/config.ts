@@ -16,8 +16,12 @@ const providerSchema = z.object({
   type: z.enum(['openai', 'anthropic', 'gemini', 'simulator']),
   base_url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
   api_key_env: z.string().min(1).optional(),
-  /** Most open connections to this provider (undici pool size). */
-  connections: z.number().int().positive().default(128),
+  /**
+   * Most open connections to this provider (undici pool size). A streamed answer holds its socket
+   * for its whole length, so the pool must hold every completion in flight (and its hedge): a smaller
+   * one queues requests behind long streams until they fail their first-byte timeout.
+   */
+  connections: z.number().int().positive().default(4096),
   /** anthropic only: the `anthropic-version` header. */
   anthropic_version: z.string().min(1).optional(),
 });
