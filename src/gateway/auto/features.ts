@@ -26,7 +26,8 @@ export const LAST_TAIL_CHARS = 2_000;
 export const CONTEXT_MESSAGE_CHARS = 1_500;
 export const CONTEXT_TOTAL_CHARS = 4_500;
 export const CONTEXT_MESSAGES = 16;
-const CONTEXT_WEIGHT = 0.5;
+export const WEIGHTS = { word: 1, gram: 1, context: 0.5, structural: 1, edge: 1 };
+export const EDGE = { words: 12 };
 const GRAM_MIN = 3;
 const GRAM_MAX = 5;
 
@@ -200,7 +201,7 @@ function scanLastMessage(vector: FeatureVector, original: string): void {
     previous = token;
     i = end;
   }
-  normalise(vector, wordsFrom);
+  normalise(vector, wordsFrom, WEIGHTS.word);
   const gramsFrom = vector.length;
   const tokens = vector.tokenStart.length;
   for (let t = 0; t < tokens; t++) {
@@ -208,7 +209,8 @@ function scanLastMessage(vector: FeatureVector, original: string): void {
     const end = vector.tokenEnd[t] ?? 0;
     if (kindOf(lower.charCodeAt(start)) === WORD) addCharGrams(vector, lower, start, end, t);
   }
-  normalise(vector, gramsFrom);
+  normalise(vector, gramsFrom, WEIGHTS.gram);
+  addEdgeWords(vector, lower);
   countStats(vector.stats, original);
 }
 
@@ -218,6 +220,21 @@ function pushToken(vector: FeatureVector, text: number, start: number, end: numb
   vector.tokenEnd.push(end);
   vector.tokenHash.push(hash);
   return vector.tokenHash.length - 1;
+}
+
+/** The first and last EDGE_WORDS words again, in their own namespace: where the ask usually is. */
+function addEdgeWords(vector: FeatureVector, lower: string): void {
+  const from = vector.length;
+  const words: number[] = [];
+  const tokens = vector.tokenStart.length;
+  for (let t = 0; t < tokens; t++) if (kindOf(lower.charCodeAt(vector.tokenStart[t] ?? 0)) === WORD) words.push(t);
+  const edge = (t: number, side: number): void => {
+    const hash = Math.imul((vector.tokenHash[t] ?? 0) ^ side, FNV_PRIME);
+    vector.add((hash >>> 0) & (BUCKETS - 1), 1, Source.Word, t);
+  };
+  for (let k = 0; k < Math.min(EDGE.words, words.length); k++) edge(words[k] ?? 0, 104);
+  for (let k = Math.max(0, words.length - EDGE.words); k < words.length; k++) edge(words[k] ?? 0, 116);
+  normalise(vector, from, WEIGHTS.edge);
 }
 
 /** Character n-grams of one word with `<` and `>` marking its edges. */
@@ -266,7 +283,7 @@ function scanContext(vector: FeatureVector, messages: readonly ChatMessage[], la
       i = end;
     }
   }
-  normalise(vector, from, CONTEXT_WEIGHT);
+  normalise(vector, from, WEIGHTS.context);
 }
 
 /** One pass over the window, counting what the structural features need. */
@@ -341,6 +358,6 @@ function addStructural(vector: FeatureVector): void {
   };
   STRUCTURAL.forEach((name, i) => {
     const value = values[name];
-    if (value !== 0) vector.add(BUCKETS + i, value, Source.Structural, i);
+    if (value !== 0) vector.add(BUCKETS + i, name === 'bias' ? 1 : value * WEIGHTS.structural, Source.Structural, i);
   });
 }
