@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from './config.js';
 import { DatabaseUrlError } from './store/open.js';
+import { AutoModelError } from './gateway/auto/model.js';
 import { commands, CliError, USAGE } from './cli/commands.js';
 
 async function main(argv: string[]): Promise<number> {
@@ -32,7 +33,7 @@ main(process.argv.slice(2)).then(
     if (code !== 0) process.exitCode = code;
   },
   (err: unknown) => {
-    const known = err instanceof CliError || err instanceof ConfigError || err instanceof DatabaseUrlError
+    const known = err instanceof CliError || err instanceof ConfigError || err instanceof DatabaseUrlError || err instanceof AutoModelError
       || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
     process.stderr.write(`svc-gateway: ${known ? (err as Error).message : (err as Error).stack ?? String(err)}\n`);
     process.exitCode = known ? 2 : 1;

@@ -21,6 +21,8 @@ export interface Classification {
   probabilities: Probabilities;
   /** The model's own choice, before `when_unsure`. */
   predicted: PromptClass;
+  /** The second likeliest class: `when_unsure` chooses between it and `predicted`. */
+  runnerUp: PromptClass;
   unsure: boolean;
   reasons: string[];
 }
@@ -73,7 +75,10 @@ export class PromptClassifier {
       const [a, b] = [CLASSES[best] ?? 'simple', CLASSES[second] ?? 'simple'];
       reasons.push(`unsure: ${a} ${percent(p[best])} vs ${b} ${percent(p[second])}, when_unsure ${whenUnsure} → ${CLASSES[chosen]}`);
     }
-    return { class: CLASSES[chosen] ?? 'simple', probabilities, predicted: CLASSES[best] ?? 'simple', unsure, reasons };
+    return {
+      class: CLASSES[chosen] ?? 'simple', probabilities, predicted: CLASSES[best] ?? 'simple', runnerUp: CLASSES[second] ?? 'simple',
+      unsure, reasons,
+    };
   }
 
   /** The features that pushed most towards `chosen` over the average class, grouped by what they came from. */
