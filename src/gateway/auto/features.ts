@@ -26,10 +26,12 @@ export const LAST_TAIL_CHARS = 2_000;
 export const CONTEXT_MESSAGE_CHARS = 1_500;
 export const CONTEXT_TOTAL_CHARS = 4_500;
 export const CONTEXT_MESSAGES = 16;
-export const WEIGHTS = { word: 1, gram: 1, context: 0.5, structural: 1, edge: 1 };
-export const EDGE = { words: 12 };
-const GRAM_MIN = 3;
-const GRAM_MAX = 5;
+/** Each namespace's weight (its entries' values are weight/√count). */
+export const WEIGHTS = { word: 1, gram: 1, edge: 1, context: 0.5, structural: 1 } as const;
+/** How many words at each end of the last user message are the ask's edge words. */
+export const EDGE_WORDS = 12;
+export const GRAM_MIN = 3;
+export const GRAM_MAX = 5;
 
 /** The structural features, after the hashed buckets, in this order. */
 export const STRUCTURAL = [
@@ -122,13 +124,6 @@ const FNV_PRIME = 0x01000193;
 /** One FNV-1a step over a UTF-16 code unit; digits all hash as `0` so numbers generalise. */
 function mix(hash: number, code: number): number {
   return Math.imul(hash ^ (code >= 48 && code <= 57 ? 48 : code), FNV_PRIME);
-}
-
-/** FNV-1a over a string, for ids and seeds (not the hot path). */
-export function fnv1a(text: string): number {
-  let hash = FNV_OFFSET;
-  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), FNV_PRIME);
-  return hash >>> 0;
 }
 
 const SPACE = 0;
@@ -232,8 +227,8 @@ function addEdgeWords(vector: FeatureVector, lower: string): void {
     const hash = Math.imul((vector.tokenHash[t] ?? 0) ^ side, FNV_PRIME);
     vector.add((hash >>> 0) & (BUCKETS - 1), 1, Source.Word, t);
   };
-  for (let k = 0; k < Math.min(EDGE.words, words.length); k++) edge(words[k] ?? 0, 104);
-  for (let k = Math.max(0, words.length - EDGE.words); k < words.length; k++) edge(words[k] ?? 0, 116);
+  for (let k = 0; k < Math.min(EDGE_WORDS, words.length); k++) edge(words[k] ?? 0, 104);
+  for (let k = Math.max(0, words.length - EDGE_WORDS); k < words.length; k++) edge(words[k] ?? 0, 116);
   normalise(vector, from, WEIGHTS.edge);
 }
 

@@ -4,10 +4,11 @@
  * base64 (little-endian), so the file stays a few hundred KB.
  */
 import { readFileSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import {
-  BUCKETS, CONTEXT_MESSAGE_CHARS, CONTEXT_MESSAGES, CONTEXT_TOTAL_CHARS, DIMENSIONS, HASH_BITS, LAST_HEAD_CHARS,
-  LAST_TAIL_CHARS, STRUCTURAL,
+  BUCKETS, CONTEXT_MESSAGE_CHARS, CONTEXT_MESSAGES, CONTEXT_TOTAL_CHARS, DIMENSIONS, EDGE_WORDS, GRAM_MAX, GRAM_MIN,
+  HASH_BITS, LAST_HEAD_CHARS, LAST_TAIL_CHARS, STRUCTURAL, WEIGHTS,
 } from './features.js';
 
 export const CLASSES = ['simple', 'code', 'complex'] as const;
@@ -19,7 +20,7 @@ export const DEFAULT_MODEL_URL = new URL('../../../data/auto/model.json', import
 /** The extractor's settings, stored in the file: a model trained on other features is refused. */
 export function featureConfig(): FeatureConfig {
   return {
-    hashBits: HASH_BITS, charGrams: [3, 5], lastHeadChars: LAST_HEAD_CHARS, lastTailChars: LAST_TAIL_CHARS,
+    hashBits: HASH_BITS, charGrams: [GRAM_MIN, GRAM_MAX], edgeWords: EDGE_WORDS, weights: { ...WEIGHTS }, lastHeadChars: LAST_HEAD_CHARS, lastTailChars: LAST_TAIL_CHARS,
     contextMessageChars: CONTEXT_MESSAGE_CHARS, contextTotalChars: CONTEXT_TOTAL_CHARS, contextMessages: CONTEXT_MESSAGES,
     structural: [...STRUCTURAL],
   };
@@ -28,6 +29,8 @@ export function featureConfig(): FeatureConfig {
 const featureConfigSchema = z.object({
   hashBits: z.number().int(),
   charGrams: z.tuple([z.number().int(), z.number().int()]),
+  edgeWords: z.number().int(),
+  weights: z.object({ word: z.number(), gram: z.number(), edge: z.number(), context: z.number(), structural: z.number() }),
   lastHeadChars: z.number().int(),
   lastTailChars: z.number().int(),
   contextMessageChars: z.number().int(),
@@ -110,7 +113,7 @@ export function modelFromFile(source: unknown): AutoModel {
     throw new AutoModelError(`not an svc-auto model file (${first ? `${first.path.join('.') || '(root)'}: ${first.message}` : 'invalid'})`);
   }
   const file = parsed.data;
-  if (JSON.stringify(file.features) !== JSON.stringify(featureConfig())) {
+  if (!isDeepStrictEqual(file.features, featureConfig())) {
     throw new AutoModelError('it was trained with other features than this build extracts: run `npm run train:auto`');
   }
   if (BUCKETS + STRUCTURAL.length !== DIMENSIONS) throw new AutoModelError('inconsistent feature dimensions');
