@@ -27,8 +27,8 @@ function tune(): void {
   const examples = training.map(toExample);
   const labels = examples.map((e) => e.label);
   const grid: Array<Partial<TrainingParams>> = [];
-  for (const learningRate of [0.1, 0.2, 0.4]) {
-    for (const l2 of [0, 1e-5, 1e-4]) for (const epochs of [8, 12, 20]) grid.push({ learningRate, l2, epochs });
+  for (const learningRate of [0.05, 0.1, 0.2]) {
+    for (const l2 of [1e-5, 1e-4, 3e-4, 1e-3]) for (const epochs of [5, 10, 20]) grid.push({ learningRate, l2, epochs });
   }
   for (const change of grid) {
     const params = { ...TRAINING, ...change };

@@ -14,12 +14,16 @@ const user = (content: string): ChatMessage[] => [{ role: 'user', content }];
 
 const ORDER: PromptClass[] = ['simple', 'code', 'complex'];
 
-/** The model predicts `expected`; the route is that class, or when unsure the more capable of the two likeliest. */
+/**
+ * svc-auto routes the prompt to `expected` with the default `when_unsure: capable`: the
+ * model's likeliest class, or when it is unsure the more capable of its two likeliest.
+ */
 function assertClass(result: Classification, expected: PromptClass, prompt: string): void {
-  const detail = `${JSON.stringify(prompt.slice(0, 80))} → ${result.predicted} ${JSON.stringify(result.probabilities)} | ${result.reasons.join(' | ')}`;
-  assert.equal(result.predicted, expected, detail);
+  const detail = `${JSON.stringify(prompt.slice(0, 80))} → ${result.class} (predicted ${result.predicted}) ` +
+    `${JSON.stringify(result.probabilities)} | ${result.reasons.join(' | ')}`;
+  assert.equal(result.class, expected, detail);
   const capable = ORDER[Math.max(ORDER.indexOf(result.predicted), ORDER.indexOf(result.runnerUp))];
-  assert.equal(result.class, result.unsure ? capable : expected, detail);
+  assert.equal(result.class, result.unsure ? capable : result.predicted, detail);
   assert.ok(result.reasons.length > 0, 'reasons are never empty');
   for (const reason of result.reasons) assert.ok(reason.trim().length > 0);
 }

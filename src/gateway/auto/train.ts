@@ -21,10 +21,11 @@ export interface TrainingParams {
   folds: number;
 }
 
-export const TRAINING: TrainingParams = { seed: 20_261_124, epochs: 12, learningRate: 0.2, l2: 1e-5, folds: 5 };
-/** Candidate unsure margins. */
-const MARGINS = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4];
-const BAND_ACCURACY = 0.7;
+export const TRAINING: TrainingParams = { seed: 20_261_124, epochs: 10, learningRate: 0.1, l2: 3e-4, folds: 5 };
+/** Candidate unsure margins, each the top of a band of width BAND. */
+const BAND = 0.1;
+const MARGINS = [0.1, 0.2, 0.3, 0.4, 0.5];
+const BAND_ACCURACY = 2 / 3;
 
 export interface Example {
   index: Int32Array;
@@ -143,22 +144,23 @@ export function crossValidate(examples: readonly Example[], params: TrainingPara
 }
 
 /**
- * The unsure margin: the widest band of top-two gaps, from 0, in which out-of-fold
- * predictions on the training set are right at most BAND_ACCURACY of the time: there the
- * model's first choice is not much better than its second.
+ * The unsure margin: the top of the highest band of top-two gaps, [margin − BAND, margin),
+ * in which out-of-fold predictions on the training set are right less than BAND_ACCURACY
+ * of the time: there the model's first choice is not much better than its second.
  */
 export function chooseMargin(probabilities: readonly Float64Array[], labels: readonly number[]): number {
-  let chosen = MARGINS[0] ?? 0.05;
+  let chosen = MARGINS[0] ?? BAND;
   for (const margin of MARGINS) {
     let inBand = 0;
     let right = 0;
     probabilities.forEach((p, i) => {
       const [best, second] = topTwo(p);
-      if ((p[best] ?? 0) - (p[second] ?? 0) >= margin) return;
+      const gap = (p[best] ?? 0) - (p[second] ?? 0);
+      if (gap < margin - BAND || gap >= margin) return;
       inBand++;
       if (best === labels[i]) right++;
     });
-    if (inBand > 0 && right / inBand <= BAND_ACCURACY) chosen = margin;
+    if (inBand > 0 && right / inBand < BAND_ACCURACY) chosen = margin;
   }
   return chosen;
 }
