@@ -10,7 +10,7 @@
  * the two, `cheap` the cheaper, in the catalog's price order simple < code < complex.
  */
 import type { ChatMessage } from '../../providers/types.js';
-import { DIMENSIONS, extractFeatures, FeatureVector, Source, STRUCTURAL, type TextStats } from './features.js';
+import { extractFeatures, FeatureVector, Source, STRUCTURAL, type TextStats } from './features.js';
 import { CLASSES, loadAutoModel, type AutoModel, type PromptClass } from './model.js';
 
 export type WhenUnsure = 'capable' | 'cheap';
@@ -32,21 +32,22 @@ const WORD_SHOWN = 32;
 
 /** Softmax of the class scores of one feature vector. */
 export function probabilitiesOf(weights: Float64Array, vector: FeatureVector): Float64Array {
-  const logits = new Float64Array(CLASSES.length);
+  let simple = 0;
+  let code = 0;
+  let complex = 0;
+  const { index, value } = vector;
   for (let i = 0; i < vector.length; i++) {
-    const f = vector.index[i] ?? 0;
-    const v = vector.value[i] ?? 0;
-    for (let c = 0; c < CLASSES.length; c++) logits[c] = (logits[c] ?? 0) + v * (weights[c * DIMENSIONS + f] ?? 0);
+    const at = (index[i] ?? 0) * 3;
+    const v = value[i] ?? 0;
+    simple += v * (weights[at] ?? 0);
+    code += v * (weights[at + 1] ?? 0);
+    complex += v * (weights[at + 2] ?? 0);
   }
-  let max = -Infinity;
-  for (const l of logits) max = Math.max(max, l);
-  let sum = 0;
-  for (let c = 0; c < logits.length; c++) {
-    logits[c] = Math.exp((logits[c] ?? 0) - max);
-    sum += logits[c] ?? 0;
-  }
-  for (let c = 0; c < logits.length; c++) logits[c] = (logits[c] ?? 0) / sum;
-  return logits;
+  const max = Math.max(simple, code, complex);
+  const p = Float64Array.of(Math.exp(simple - max), Math.exp(code - max), Math.exp(complex - max));
+  const sum = (p[0] ?? 0) + (p[1] ?? 0) + (p[2] ?? 0);
+  for (let c = 0; c < 3; c++) p[c] = (p[c] ?? 0) / sum;
+  return p;
 }
 
 /** Indices of the best and second-best class. */
@@ -81,46 +82,79 @@ export class PromptClassifier {
     };
   }
 
-  /** The features that pushed most towards `chosen` over the average class, grouped by what they came from. */
+  /**
+   * The features that pushed most towards `chosen` over the average class: a word with its
+   * character n-grams and every occurrence of it together, a bigram, a structural feature.
+   */
   private reasons(vector: FeatureVector, chosen: number): string[] {
     const weights = this.model.weights;
-    const groups = new Map<number, { score: number; entry: number }>();
+    const tokens = vector.tokenHash.length;
+    const tokenScore = new Float64Array(tokens);
+    const bigramScore = new Float64Array(tokens);
+    const structuralScore = new Float64Array(STRUCTURAL.length);
     for (let i = 0; i < vector.length; i++) {
-      const f = vector.index[i] ?? 0;
-      let mean = 0;
-      for (let c = 0; c < CLASSES.length; c++) mean += weights[c * DIMENSIONS + f] ?? 0;
-      mean /= CLASSES.length;
-      const score = (vector.value[i] ?? 0) * ((weights[chosen * DIMENSIONS + f] ?? 0) - mean);
-      const key = groupKey(vector, i);
-      const group = groups.get(key);
-      if (group) group.score += score;
-      else groups.set(key, { score, entry: i });
+      const at = (vector.index[i] ?? 0) * 3;
+      const mean = ((weights[at] ?? 0) + (weights[at + 1] ?? 0) + (weights[at + 2] ?? 0)) / 3;
+      const score = (vector.value[i] ?? 0) * ((weights[at + chosen] ?? 0) - mean);
+      const ref = vector.ref[i] ?? 0;
+      const source = vector.source[i];
+      if (source === Source.Structural) structuralScore[ref] = (structuralScore[ref] ?? 0) + score;
+      else if (source === Source.Bigram) bigramScore[ref] = (bigramScore[ref] ?? 0) + score;
+      else tokenScore[ref] = (tokenScore[ref] ?? 0) + score;
     }
-    const top = [...groups.values()]
-      .filter((g) => g.score > 0 && describe(vector, g.entry) !== null)
-      .sort((a, b) => b.score - a.score || a.entry - b.entry)
-      .slice(0, REASONS);
-    const reasons = top.map((g) => describe(vector, g.entry) ?? '');
+    // Every occurrence of a word counts towards it: merged by the token's hash (its namespace included).
+    const words = new Map<number, { score: number; token: number }>();
+    for (let t = 0; t < tokens; t++) {
+      const score = tokenScore[t] ?? 0;
+      if (score === 0) continue;
+      const hash = vector.tokenHash[t] ?? 0;
+      const word = words.get(hash);
+      if (word) word.score += score;
+      else words.set(hash, { score, token: t });
+    }
+    const top = new TopReasons(REASONS * 3);
+    for (const { score, token } of words.values()) top.offer(score, tokenSource(vector, token), token);
+    bigramScore.forEach((score, t) => top.offer(score, Source.Bigram, t));
+    structuralScore.forEach((score, i) => { if (STRUCTURAL[i] !== 'bias') top.offer(score, Source.Structural, i); });
+    const reasons = [...new Set(top.entries().map(([source, ref]) => describe(vector, source, ref)))].slice(0, REASONS);
     return reasons.length > 0 ? reasons : [`no strong cue: most likely ${CLASSES[chosen]}`];
   }
 }
 
-/** Word and char-grams of one word share a key; bigrams by bucket; structural by position. */
-function groupKey(vector: FeatureVector, i: number): number {
-  const source = vector.source[i] ?? 0;
-  const ref = vector.ref[i] ?? 0;
-  if (source === Source.Structural) return Source.Structural * 2 ** 32 + ref;
-  if (source === Source.Bigram) return Source.Bigram * 2 ** 32 + (vector.index[i] ?? 0);
-  const kind = source === Source.CharGram ? Source.Word : source;
-  return kind * 2 ** 32 + ((vector.tokenHash[ref] ?? 0) >>> 0);
+/** The `size` best positive scores offered, best first. */
+class TopReasons {
+  private readonly kept: Array<[score: number, source: Source, ref: number]> = [];
+
+  constructor(private readonly size: number) {}
+
+  offer(score: number, source: Source, ref: number): void {
+    if (!(score > 0)) return;
+    const kept = this.kept;
+    if (kept.length === this.size && score <= (kept.at(-1)?.[0] ?? 0)) return;
+    let at = kept.length;
+    while (at > 0 && (kept[at - 1]?.[0] ?? 0) < score) at--;
+    kept.splice(at, 0, [score, source, ref]);
+    if (kept.length > this.size) kept.pop();
+  }
+
+  entries(): Array<[Source, number]> {
+    return this.kept.map(([, source, ref]) => [source, ref]);
+  }
 }
 
-function describe(vector: FeatureVector, i: number): string | null {
-  const ref = vector.ref[i] ?? 0;
-  switch (vector.source[i]) {
-    case Source.Word:
-    case Source.CharGram:
-      return `word "${shown(vector.token(ref))}"`;
+/** A token of the last message is a word or a symbol; of another message, a context word. */
+function tokenSource(vector: FeatureVector, token: number): Source {
+  if ((vector.tokenText[token] ?? 0) !== 0) return Source.Context;
+  const end = vector.tokenEnd[token] ?? 0;
+  return end - (vector.tokenStart[token] ?? 0) === 1 && !isWordChar(vector.token(token).charCodeAt(0)) ? Source.Symbol : Source.Word;
+}
+
+function isWordChar(code: number): boolean {
+  return (code >= 97 && code <= 122) || (code >= 48 && code <= 57) || code === 95 || code >= 128;
+}
+
+function describe(vector: FeatureVector, source: Source, ref: number): string {
+  switch (source) {
     case Source.Symbol:
       return `symbol "${vector.token(ref)}"`;
     case Source.Bigram:
@@ -128,16 +162,16 @@ function describe(vector: FeatureVector, i: number): string | null {
     case Source.Context:
       return `earlier turn: word "${shown(vector.token(ref))}"`;
     case Source.Structural:
-      return describeStructural(STRUCTURAL[ref] ?? 'bias', vector.stats);
+      return describeStructural(STRUCTURAL[ref] ?? 'length', vector.stats);
     default:
-      return null;
+      return `word "${shown(vector.token(ref))}"`;
   }
 }
 
-function describeStructural(name: (typeof STRUCTURAL)[number], s: TextStats): string | null {
+function describeStructural(name: (typeof STRUCTURAL)[number], s: TextStats): string {
   const share = (n: number): string => `${Math.round((100 * n) / Math.max(1, s.chars))}%`;
   switch (name) {
-    case 'bias': return null;
+    case 'bias':
     case 'length': return `length ${s.fullChars.toLocaleString('en-US')} chars`;
     case 'tiny':
     case 'short': return `short prompt (${s.fullChars} chars)`;

@@ -68,7 +68,7 @@ const modelFileSchema = z.object({
 });
 export type ModelFile = z.infer<typeof modelFileSchema>;
 
-/** A loaded model: weights[c * DIMENSIONS + f]. */
+/** A loaded model: weights[f * CLASSES.length + c]. */
 export interface AutoModel {
   file: ModelFile;
   weights: Float64Array;
@@ -84,11 +84,11 @@ export function quantize(weights: Float64Array): { scales: number[]; data: strin
   const bytes = Buffer.alloc(weights.length * 2);
   const scales = CLASSES.map((_c, c) => {
     let max = 0;
-    for (let f = 0; f < DIMENSIONS; f++) max = Math.max(max, Math.abs(weights[c * DIMENSIONS + f] ?? 0));
+    for (let f = 0; f < DIMENSIONS; f++) max = Math.max(max, Math.abs(weights[f * CLASSES.length + c] ?? 0));
     const scale = Number(((max || 1) / 32_767).toPrecision(8));
     for (let f = 0; f < DIMENSIONS; f++) {
-      const q = Math.max(-32_767, Math.min(32_767, Math.round((weights[c * DIMENSIONS + f] ?? 0) / scale)));
-      bytes.writeInt16LE(q, (c * DIMENSIONS + f) * 2);
+      const q = Math.max(-32_767, Math.min(32_767, Math.round((weights[f * CLASSES.length + c] ?? 0) / scale)));
+      bytes.writeInt16LE(q, (f * CLASSES.length + c) * 2);
     }
     return scale;
   });
@@ -101,7 +101,7 @@ export function dequantize(scales: readonly number[], data: string): Float64Arra
     throw new AutoModelError(`weights hold ${bytes.length} bytes, expected ${CLASSES.length * DIMENSIONS * 2}`);
   }
   const weights = new Float64Array(CLASSES.length * DIMENSIONS);
-  for (let i = 0; i < weights.length; i++) weights[i] = bytes.readInt16LE(i * 2) * (scales[Math.floor(i / DIMENSIONS)] ?? 0);
+  for (let i = 0; i < weights.length; i++) weights[i] = bytes.readInt16LE(i * 2) * (scales[i % CLASSES.length] ?? 0);
   return weights;
 }
 

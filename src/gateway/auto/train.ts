@@ -74,7 +74,7 @@ function scores(weights: Float64Array, example: Example): Float64Array {
   for (let k = 0; k < example.index.length; k++) {
     const f = example.index[k] ?? 0;
     const v = example.value[k] ?? 0;
-    for (let c = 0; c < CLASSES.length; c++) p[c] = (p[c] ?? 0) + v * (weights[c * DIMENSIONS + f] ?? 0);
+    for (let c = 0; c < CLASSES.length; c++) p[c] = (p[c] ?? 0) + v * (weights[f * CLASSES.length + c] ?? 0);
   }
   const max = Math.max(...p);
   let sum = 0;
@@ -83,7 +83,7 @@ function scores(weights: Float64Array, example: Example): Float64Array {
   return p;
 }
 
-/** The weights, weights[c * DIMENSIONS + f]. */
+/** The weights, weights[f * CLASSES.length + c]. */
 export function fit(examples: readonly Example[], params: TrainingParams): Float64Array {
   const weights = new Float64Array(CLASSES.length * DIMENSIONS);
   const squares = new Float64Array(CLASSES.length * DIMENSIONS);
@@ -97,7 +97,7 @@ export function fit(examples: readonly Example[], params: TrainingParams): Float
         const f = example.index[k] ?? 0;
         const v = example.value[k] ?? 0;
         for (let c = 0; c < CLASSES.length; c++) {
-          const w = c * DIMENSIONS + f;
+          const w = f * CLASSES.length + c;
           const g = ((p[c] ?? 0) - (c === example.label ? 1 : 0)) * v + params.l2 * (weights[w] ?? 0);
           squares[w] = (squares[w] ?? 0) + g * g;
           weights[w] = (weights[w] ?? 0) - (params.learningRate * g) / (Math.sqrt(squares[w] ?? 0) + 1e-8);
