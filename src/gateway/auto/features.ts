@@ -129,7 +129,9 @@ function mix(hash: number, code: number): number {
 const SPACE = 0;
 const WORD = 1;
 const SYMBOL = 2;
-type Kind = typeof SPACE | typeof WORD | typeof SYMBOL;
+/** A Chinese or Japanese character: a word of its own (those scripts put no spaces between words). */
+const CJK = 3;
+type Kind = typeof SPACE | typeof WORD | typeof SYMBOL | typeof CJK;
 
 /** Letters, digits, `_` and most non-ASCII (other scripts) make words; other ASCII marks are symbols. */
 function kindOf(code: number): Kind {
@@ -141,6 +143,8 @@ function kindOf(code: number): Kind {
   if (code === 0xa0 || (code >= 0x2000 && code <= 0x200b) || code === 0x3000) return SPACE;
   if ((code >= 0x2010 && code <= 0x206f) || (code >= 0x3001 && code <= 0x303f) || (code >= 0xff01 && code <= 0xff0f)
     || (code >= 0xa1 && code <= 0xbf)) return SYMBOL;
+  if ((code >= 0x3040 && code <= 0x30ff) || (code >= 0x3400 && code <= 0x4dbf) || (code >= 0x4e00 && code <= 0x9fff)
+    || (code >= 0xf900 && code <= 0xfaff)) return CJK;
   return WORD;
 }
 
@@ -184,10 +188,11 @@ function scanLastMessage(vector: FeatureVector, original: string): void {
     if (kind === SPACE) { i++; continue; }
     let end = i + 1;
     if (kind === WORD) while (end < n && kindOf(lower.charCodeAt(end)) === WORD) end++;
-    let hash = Math.imul(FNV_OFFSET ^ (kind === WORD ? 119 : 112), FNV_PRIME);
+    const word = kind !== SYMBOL;
+    let hash = Math.imul(FNV_OFFSET ^ (word ? 119 : 112), FNV_PRIME);
     for (let j = i; j < end; j++) hash = mix(hash, lower.charCodeAt(j));
     const token = pushToken(vector, 0, i, end, hash);
-    vector.add((hash >>> 0) & (BUCKETS - 1), 1, kind === WORD ? Source.Word : Source.Symbol, token);
+    vector.add((hash >>> 0) & (BUCKETS - 1), 1, word ? Source.Word : Source.Symbol, token);
     if (previous >= 0) {
       let bigram = Math.imul((vector.tokenHash[previous] ?? 0) ^ 98, FNV_PRIME);
       for (let j = i; j < end; j++) bigram = mix(bigram, lower.charCodeAt(j));
@@ -202,7 +207,7 @@ function scanLastMessage(vector: FeatureVector, original: string): void {
   for (let t = 0; t < tokens; t++) {
     const start = vector.tokenStart[t] ?? 0;
     const end = vector.tokenEnd[t] ?? 0;
-    if (kindOf(lower.charCodeAt(start)) === WORD) addCharGrams(vector, lower, start, end, t);
+    if (kindOf(lower.charCodeAt(start)) !== SYMBOL) addCharGrams(vector, lower, start, end, t);
   }
   normalise(vector, gramsFrom, WEIGHTS.gram);
   addEdgeWords(vector, lower);
@@ -222,7 +227,7 @@ function addEdgeWords(vector: FeatureVector, lower: string): void {
   const from = vector.length;
   const words: number[] = [];
   const tokens = vector.tokenStart.length;
-  for (let t = 0; t < tokens; t++) if (kindOf(lower.charCodeAt(vector.tokenStart[t] ?? 0)) === WORD) words.push(t);
+  for (let t = 0; t < tokens; t++) if (kindOf(lower.charCodeAt(vector.tokenStart[t] ?? 0)) !== SYMBOL) words.push(t);
   const edge = (t: number, side: number): void => {
     const hash = Math.imul((vector.tokenHash[t] ?? 0) ^ side, FNV_PRIME);
     vector.add((hash >>> 0) & (BUCKETS - 1), 1, Source.Word, t);
@@ -268,9 +273,10 @@ function scanContext(vector: FeatureVector, messages: readonly ChatMessage[], la
     const textIndex = vector.texts.push(text) - 1;
     let i = 0;
     while (i < text.length) {
-      if (kindOf(text.charCodeAt(i)) !== WORD) { i++; continue; }
+      const kind = kindOf(text.charCodeAt(i));
+      if (kind === SPACE || kind === SYMBOL) { i++; continue; }
       let end = i + 1;
-      while (end < text.length && kindOf(text.charCodeAt(end)) === WORD) end++;
+      if (kind === WORD) while (end < text.length && kindOf(text.charCodeAt(end)) === WORD) end++;
       let hash = Math.imul(FNV_OFFSET ^ 120, FNV_PRIME);
       for (let j = i; j < end; j++) hash = mix(hash, text.charCodeAt(j));
       const token = pushToken(vector, textIndex, i, end, hash);
@@ -312,7 +318,7 @@ function countStats(stats: TextStats, text: string): void {
     else if (code === 92) stats.backslashes++;
     else if (code === 96 && text.charCodeAt(i + 1) === 96 && text.charCodeAt(i + 2) === 96) { stats.fences++; i += 2; continue; }
     if (code >= 128) stats.nonAscii++;
-    const word = kindOf(code) === WORD;
+    const word = kindOf(code) === WORD || kindOf(code) === CJK;
     if (word && !inWord) { stats.words++; wordHasLower = false; wordIdentifier = false; }
     // snake_case or camelCase: an identifier, counted once per word.
     if (word && wordHasLower && !wordIdentifier && (code === 95 || (code >= 65 && code <= 90))) {
