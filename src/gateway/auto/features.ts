@@ -5,7 +5,9 @@
  * What it reads
  * - The last user message, most: hashed word unigrams (`w`), bigrams over words and
  *   symbols (`b`), symbols such as `{` or `=` (`p`), character 3–5-grams within words
- *   (`c`), and the structural features below.
+ *   (`c`), its first and last EDGE_WORDS words again (`h`, `t`: where the ask usually
+ *   is, before or after pasted material), and the structural features below. Digits all
+ *   hash alike (numbers generalise); each Chinese or Japanese character is a word.
  * - Every other message (earlier turns, the system prompt, assistant turns): word
  *   unigrams only, in their own namespace (`x`) and at half weight.
  * Each namespace's values are 1/√count, so a long prompt does not outweigh a short one
