@@ -15,6 +15,7 @@ import { LeaseKeeper, startSweeper } from './gateway/lease.js';
 import { Router } from './gateway/router.js';
 import { AliasTraffic, UpstreamStats } from './gateway/traffic.js';
 import { dashboardRoutes } from './http/routes/dashboard.js';
+import { defaultClassifier, type PromptClassifier } from './gateway/auto/classifier.js';
 import { authenticateKey } from './http/auth.js';
 import { BODY_LIMIT_BYTES, installErrorHandling, sendError, toGatewayError } from './http/errors.js';
 import { errors } from './errors.js';
@@ -35,6 +36,8 @@ import type { Store } from './store/types.js';
 export interface AppDeps {
   config: GatewayConfig;
   store: Store;
+  /** svc-auto's classifier; the shipped model (data/auto/model.json) when absent. */
+  classifier?: PromptClassifier;
   clock?: Clock;
   /** Provider keys by variable name (from the environment, read once in main). */
   env?: Readonly<Record<string, string | undefined>>;
@@ -56,10 +59,12 @@ const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const clock = deps.clock ?? systemClock;
   const { config, store } = deps;
+  // First: a missing or corrupt model file stops the boot before anything is opened.
+  const classifier = deps.classifier ?? defaultClassifier();
   const providers = deps.adapters ? { adapters: deps.adapters, close: async () => {} } : buildProviders(config.providers, deps.env ?? {});
   const catalog = new Catalog(config);
   const breaker = new Breaker(config.routing.breaker.failures, config.routing.breaker.cooldown_ms, clock);
-  const router = new Router(catalog, providers.adapters, breaker);
+  const router = new Router(catalog, providers.adapters, breaker, classifier, config.auto.when_unsure);
   const metrics = new Metrics({ defaultMetrics: deps.defaultMetrics ?? false });
   const leaseMs = deps.leaseMs ?? 30_000;
   const upstreamStats = new UpstreamStats(clock);

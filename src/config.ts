@@ -120,6 +120,18 @@ const serverSchema = z
   .transform(({ headers_timeout_ms, ...s }) => ({ ...s, headers_timeout_ms: headers_timeout_ms ?? Math.min(10_000, s.request_timeout_ms) }))
   .default({ request_timeout_ms: 30_000, headers_timeout_ms: 10_000, keep_alive_timeout_ms: 5_000, connection_timeout_ms: 0, max_connections: 10_000 });
 
+/** svc-auto's classifier settings. */
+const autoSchema = z
+  .object({
+    /**
+     * When the classifier's top two classes are close: `capable` routes to the more capable
+     * (dearer) of the two, `cheap` to the cheaper; price order simple < code < complex.
+     */
+    when_unsure: z.enum(['capable', 'cheap'], { error: "must be 'capable' or 'cheap'" }).default('capable'),
+  })
+  .strict()
+  .default({ when_unsure: 'capable' });
+
 export const configSchema = z
   .object({
     providers: z.array(providerSchema).min(1),
@@ -128,6 +140,7 @@ export const configSchema = z
     limits: limitsSchema,
     server: serverSchema,
     logging: loggingSchema,
+    auto: autoSchema,
   })
   .superRefine(checkReferences);
 

@@ -87,6 +87,14 @@ routing:
       /providers\[0\]\.base_url: must be an http:\/\/ or https:\/\/ URL/);
   });
 
+  it("takes auto.when_unsure: capable by default, cheap when set, and refuses anything else", () => {
+    assert.equal(loadConfig(undefined).auto.when_unsure, 'capable');
+    assert.equal(parseConfig(configWith((c) => { c.auto = {}; })).auto.when_unsure, 'capable');
+    assert.equal(parseConfig(configWith((c) => { c.auto = { when_unsure: 'cheap' }; })).auto.when_unsure, 'cheap');
+    assert.match(refusal(configWith((c) => { c.auto = { when_unsure: 'smart' }; })), /auto\.when_unsure: must be 'capable' or 'cheap'/);
+    assert.match(refusal(configWith((c) => { c.auto = { when_unsur: 'cheap' }; })), /auto: .*when_unsur/);
+  });
+
   it('bounds slow clients by default, and takes a partial server section', () => {
     assert.deepEqual(loadConfig(undefined).server, {
       request_timeout_ms: 30_000, headers_timeout_ms: 10_000, keep_alive_timeout_ms: 5_000, connection_timeout_ms: 0, max_connections: 10_000,

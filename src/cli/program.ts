@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { ConfigError } from '../config.js';
+import { AutoModelError } from '../gateway/auto/model.js';
 import { DatabaseUrlError, DEFAULT_DATABASE_URL } from '../store/open.js';
 import { changeCommands } from './commands.js';
 import { inspectCommands } from './inspect.js';
@@ -106,7 +107,7 @@ function failure(err: unknown, io: Io): number {
     io.err.write(`svc-gateway: ${err.message}\n`);
     return EXIT.failed;
   }
-  if (err instanceof CliError || err instanceof ConfigError || err instanceof DatabaseUrlError) {
+  if (err instanceof CliError || err instanceof ConfigError || err instanceof DatabaseUrlError || err instanceof AutoModelError) {
     io.err.write(`svc-gateway: ${err.message}\n`);
     return EXIT.usage;
   }

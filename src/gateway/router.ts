@@ -6,7 +6,7 @@
 import type { CatalogEntry } from './catalog.js';
 import { Catalog } from './catalog.js';
 import type { Breaker } from './breaker.js';
-import { classifyPrompt } from './classifier.js';
+import type { PromptClassifier, WhenUnsure } from './auto/classifier.js';
 import type { ChatMessage, ProviderAdapter, RouteParams } from '../providers/types.js';
 import { routeParams } from './route-params.js';
 import type { AutoChoice } from '../http/schemas/chat-completion-response.js';
@@ -32,25 +32,30 @@ export class Router {
     private readonly catalog: Catalog,
     private readonly providers: ReadonlyMap<string, ProviderAdapter>,
     private readonly breaker: Breaker,
+    private readonly classifier: PromptClassifier,
+    /** `auto.when_unsure`: what svc-auto routes to when its classifier is unsure. */
+    private readonly whenUnsure: WhenUnsure = 'capable',
   ) {}
 
   /** `tokensNeeded`: prompt plus the least output the request needs, for svc-auto's choice of window. */
   plan(entry: CatalogEntry, messages: ChatMessage[], tokensNeeded: number): RoutePlan {
     if (!entry.auto) return { candidates: this.candidates(entry), auto: null };
-    const classification = classifyPrompt(messages);
+    const classification = this.classifier.classify(messages, this.whenUnsure);
     let cls = classification.class;
     let target = this.catalog.get(entry.auto[cls])!;
+    const reasons = [...classification.reasons];
     if (target.contextWindow < tokensNeeded) {
       // The class's alias cannot hold this prompt: step up to one that can.
       const roomier = (['complex', 'code', 'simple'] as const).find((c) => this.catalog.get(entry.auto![c])!.contextWindow >= tokensNeeded);
       if (roomier) {
+        reasons.push(`${target.id} cannot hold ${tokensNeeded} tokens → ${roomier}`);
         cls = roomier;
         target = this.catalog.get(entry.auto[cls])!;
       }
     }
     return {
       candidates: this.candidates(target),
-      auto: { class: cls, alias: target.id, reasons: classification.reasons },
+      auto: { class: cls, alias: target.id, reasons, probabilities: classification.probabilities },
     };
   }
 

@@ -1,67 +1,40 @@
 /**
- * Every pattern the classifier runs over caller text, fed its worst case at the largest
- * size it scans: one message of SCAN_MESSAGE_CHARS, and a conversation of about as many
- * such messages as an 8 MiB body holds. There is no timing assertion: these finish in
- * milliseconds, and a backtracking pattern takes seconds to hours.
+ * svc-auto's classifier runs on every svc-auto request, on the caller's text, before any
+ * credit check: its cost must stay linear and bounded. Each case here is the largest
+ * prompt the gateway accepts (an 8 MiB body) in a shape that stresses one path of the
+ * feature extractor: one huge message, one endless word, only symbols, only newlines or
+ * indentation, backtick runs, other scripts, and a conversation of as many messages as
+ * the body holds. There is no timing assertion: a bounded scan takes milliseconds.
  *
  * classifyPrompt is synchronous, and node:test cannot time out a test that blocks its
- * thread (it passes once the call returns, however late). So the calls run on a worker
- * thread: a pattern that backtracks blocks the worker, and the test's timeout fails it.
+ * thread, so the calls run on a worker thread and the test's timeout fails a stuck one.
  */
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
-import { SCAN_MESSAGE_CHARS, scanPatterns } from '../../src/gateway/classifier.js';
+import { BODY_LIMIT_BYTES } from '../../src/http/errors.js';
 import type { ChatMessage } from '../../src/providers/types.js';
 
-const TIMEOUT_MS = 10_000;
-/** About as many SCAN_MESSAGE_CHARS messages as the 8 MiB body limit lets through: 38 times the scan budget. */
-const BODY_LIMIT_MESSAGES = 128;
+const TIMEOUT_MS = 20_000;
 const CLASSES = ['simple', 'code', 'complex'];
 
-/** Text repeated up to the size scanned, between a prefix and a suffix. */
-type WorstCase = [prefix: string, unit: string, suffix?: string];
+/** A text of about `size` characters: `unit` repeated. */
+const fill = (unit: string, size = BODY_LIMIT_BYTES - 1024): string => unit.repeat(Math.ceil(size / unit.length)).slice(0, size);
 
-/** For each pattern, the texts that made an unbounded version of it backtrack. */
-const WORST_CASES: Record<string, WorstCase[]> = {
-  'fence': [['', ' '], ['', '\t', '`']],
-  'trace': [['  at x ', '1:'], ['  at x (', ' ', ')'], ['  File "', 'a'], ['', ' at '], ['\n', '\t']],
-  'sql': [['SELECT', ' '], ['', 'select a.'], ['', 'select a, '], ['UPDATE', ' '], ['UPDATE x ', 'a'], ['', 'SELECT ']],
-  'write-code': [['write ', 'a '], ['write', ' ', 'x'], ['', 'code '], ['write ', 'a'], ['', 'write me a ']],
-  'syntax': [
-    ['function', ' '], ['', 'function '], ['import x', ' ', 'y'], ['import', ' '], ['import x from ', 'a '],
-    ['', '\nimport x '], ['class A', ' '], ['', 'class A '], ['def ', ' '], ['def ', 'a'], ['const x', ' '],
-    ['const x:', ' '], [')', ' '], ['await ', 'a'], ['useA', 'a'], ['#include', ' '], ['from x', ' '],
-  ],
-  'error-name': [['', 'Aa'], ['', 'Error '], ['A', 'a']],
-  'dev-words': [['debug', 'a'], ['', 'debug']],
-  'my-code': [['my', ' '], ['', 'my '], ['my ', 'a']],
-  'inline-code': [['', '`'], ['', '`a'], ['`', 'a']],
-  'file-name': [['', 'a-'], ['', 'a.'], ['', '-'], ['', 'a']],
-  'language': [['', 'c++'], ['', 'java']],
-  'proof': [['', 'prove ']],
-  'math-words': [['eigen', 'a']],
-  'latex': [['', '$'], ['', '\\'], ['', '$a'], ['$', 'a']],
-  'math-expr': [['', '1'], ['', '1 '], ['', '1.'], ['1', ' '], ['', '1+'], ['1', 'a']],
-  'step-by-step': [['', 'step by ']],
-  'numbered': [['', '\n1. '], ['\n', ' ']],
-  'first-then': [['', 'first '], ['first ', 'a']],
-  'questions': [['', '?']],
-  'bullets': [['', '- '], ['\n', ' ']],
-  'plan-words': [['', 'plan ']],
-  'simple-task': [['', 'hi '], ['', 'hello, '], ['', ' ', 'translate'], ['can you ', 'please ']],
+const ONE_MESSAGE: Record<string, string> = {
+  'prose': fill('The quarterly report covers revenue, costs and headcount across all regions. '),
+  'one endless word': fill('a'),
+  'one endless camelCase_snake identifier': fill('aB_'),
+  'digits only': fill('1234567890'),
+  'symbols only': fill('{}();=<>[]+-*/^`$\\'),
+  'backtick runs': fill('```'),
+  'newlines only': fill('\n'),
+  'indentation': fill('    x;\n'),
+  'question marks': fill('?'),
+  'CJK without spaces': fill('我们需要一个计划来比较这些选项'),
+  'emoji and surrogates': fill('😀🙂'),
+  'whitespace only': fill(' \t'),
 };
-
-function worstText([prefix, unit, suffix = '']: WorstCase): string {
-  const body = SCAN_MESSAGE_CHARS - prefix.length - suffix.length;
-  return prefix + unit.repeat(Math.ceil(body / unit.length)).slice(0, body) + suffix;
-}
-
-/** The repetitions left once escapes and character classes are taken out: `*`, `+`, `{n,}`. */
-function unboundedRepetitions(pattern: RegExp): string[] {
-  const bare = pattern.source.replace(/\\./g, '').replace(/\[[^\]]*\]/g, '');
-  return bare.match(/[*+]|\{\d+,\}/g) ?? [];
-}
 
 /** classifyPrompt on a worker thread: it imports the classifier through tsx, like this file. */
 const WORKER_SOURCE = `
@@ -80,7 +53,7 @@ class ClassifierThread {
 
   classify(messages: ChatMessage[], signal: AbortSignal): Promise<string> {
     const id = this.nextId++;
-    // A worker stuck in a pattern stays stuck: once this test has timed out, the next gets a fresh one.
+    // A stuck worker stays stuck: once this test has timed out, the next gets a fresh one.
     const restart = (): void => void this.restart();
     signal.addEventListener('abort', restart, { once: true });
     return new Promise((resolve, reject) => {
@@ -109,7 +82,7 @@ class ClassifierThread {
       eval: true,
       workerData: {
         tsx: import.meta.resolve('tsx/esm/api'),
-        classifier: new URL('../../src/gateway/classifier.ts', import.meta.url).href,
+        classifier: new URL('../../src/gateway/auto/classifier.ts', import.meta.url).href,
       },
     });
     worker.on('message', (reply: { id: number; class: string }) => {
@@ -124,30 +97,39 @@ class ClassifierThread {
   }
 }
 
-describe('classifyPrompt: every pattern at its worst case', () => {
-  const patterns = scanPatterns();
+describe('classifyPrompt: the largest prompt the gateway accepts, on every path', () => {
   const thread = new ClassifierThread();
   after(() => thread.close());
 
-  it('has worst cases for exactly the patterns it runs', () => {
-    assert.deepEqual(Object.keys(WORST_CASES).sort(), patterns.map((p) => p.id).sort());
-  });
-
-  it('bounds every repetition in every pattern', () => {
-    for (const { id, pattern } of patterns) assert.deepEqual(unboundedRepetitions(pattern), [], `${id}: ${pattern.source}`);
-  });
-
-  for (const { id } of patterns) {
-    it(`${id}: one message of ${SCAN_MESSAGE_CHARS.toLocaleString('en-US')} characters, then a conversation`, { timeout: TIMEOUT_MS }, async (t) => {
-      const texts = (WORST_CASES[id] ?? []).map(worstText);
-      for (const text of texts) {
-        assert.ok(CLASSES.includes(await thread.classify([{ role: 'user', content: text }], t.signal)), JSON.stringify(text.slice(0, 40)));
-      }
-      const conversation: ChatMessage[] = Array.from({ length: BODY_LIMIT_MESSAGES }, (_m, i) => ({
-        role: i === 0 ? 'system' : 'user',
-        content: texts[i % texts.length] ?? '',
-      }));
-      assert.ok(CLASSES.includes(await thread.classify(conversation, t.signal)));
+  for (const [name, text] of Object.entries(ONE_MESSAGE)) {
+    it(`one message of ${text.length.toLocaleString('en-US')} characters: ${name}`, { timeout: TIMEOUT_MS }, async (t) => {
+      assert.ok(CLASSES.includes(await thread.classify([{ role: 'user', content: text }], t.signal)));
+      // The same text as a system prompt and an earlier turn, with a short last question.
+      const context: ChatMessage[] = [
+        { role: 'system', content: text },
+        { role: 'user', content: text },
+        { role: 'assistant', content: text },
+        { role: 'user', content: 'and?' },
+      ];
+      assert.ok(CLASSES.includes(await thread.classify(context, t.signal)));
     });
   }
+
+  it('a conversation of as many short messages as the body holds', { timeout: TIMEOUT_MS }, async (t) => {
+    // `{"role":"user","content":"x"},` is about 30 bytes.
+    const count = Math.floor(BODY_LIMIT_BYTES / 30);
+    const messages: ChatMessage[] = Array.from({ length: count }, (_m, i) => ({
+      role: i % 3 === 0 ? 'system' : i % 3 === 1 ? 'user' : 'assistant',
+      content: i % 2 === 0 ? 'x' : '{',
+    }));
+    assert.ok(CLASSES.includes(await thread.classify(messages, t.signal)));
+  });
+
+  it('a conversation of large messages', { timeout: TIMEOUT_MS }, async (t) => {
+    const message = fill('fn(a, b) { return a + b; } // why? ', 64 * 1024);
+    const messages: ChatMessage[] = Array.from({ length: Math.floor(BODY_LIMIT_BYTES / message.length) }, (_m, i) => ({
+      role: i % 2 === 0 ? 'user' : 'assistant', content: message,
+    }));
+    assert.ok(CLASSES.includes(await thread.classify(messages, t.signal)));
+  });
 });

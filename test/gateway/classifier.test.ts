@@ -1,230 +1,170 @@
+/**
+ * svc-auto's classifier with the shipped weights (data/auto/model.json): prompts written
+ * for this test, not taken from the corpus, route as a person would route them,
+ * including the hard cases of issue 9; the reasons are words from the prompt; and
+ * `when_unsure` picks the more capable or the cheaper of the two closest classes.
+ */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { classifyPrompt, type Classification, type PromptClass } from '../../src/gateway/classifier.js';
+import { classifyPrompt, defaultClassifier, PromptClassifier, type Classification } from '../../src/gateway/auto/classifier.js';
+import type { PromptClass } from '../../src/gateway/auto/model.js';
 import type { ChatMessage } from '../../src/providers/types.js';
 
 const user = (content: string): ChatMessage[] => [{ role: 'user', content }];
 
+const ORDER: PromptClass[] = ['simple', 'code', 'complex'];
+
+/**
+ * svc-auto routes the prompt to `expected` with the default `when_unsure: capable`: the
+ * model's likeliest class, or when it is unsure the more capable of its two likeliest.
+ */
 function assertClass(result: Classification, expected: PromptClass, prompt: string): void {
-  assert.equal(result.class, expected, `${JSON.stringify(prompt.slice(0, 80))} → ${result.reasons.join(' | ')}`);
+  const detail = `${JSON.stringify(prompt.slice(0, 80))} → ${result.class} (predicted ${result.predicted}) ` +
+    `${JSON.stringify(result.probabilities)} | ${result.reasons.join(' | ')}`;
+  assert.equal(result.class, expected, detail);
+  const capable = ORDER[Math.max(ORDER.indexOf(result.predicted), ORDER.indexOf(result.runnerUp))];
+  assert.equal(result.class, result.unsure ? capable : result.predicted, detail);
   assert.ok(result.reasons.length > 0, 'reasons are never empty');
   for (const reason of result.reasons) assert.ok(reason.trim().length > 0);
 }
 
-function reasonsMatch(result: Classification, pattern: RegExp): boolean {
-  return result.reasons.some((reason) => pattern.test(reason));
-}
-
 const SIMPLE: string[] = [
-  "What's the capital of Australia?",
-  "Translate 'good morning' into Spanish",
-  'Summarize this paragraph: The city council met on Tuesday to discuss a plan to redesign the downtown ' +
-    'park. Members compared several proposals and agreed on a strategy to analyze costs before the next ' +
-    'meeting. A final vote is expected in March.',
-  'Classify the sentiment of this review as positive, negative or neutral: "The battery died after two days ' +
-    'and support never answered. Would not buy again."',
-  'Hi! How are you today?',
-  'Complete this sentence: The quick brown fox',
-  'Who wrote Pride and Prejudice?',
-  'What is 2 + 2?',
-  'What are the import tariffs on steel in the EU?',
-  'Select the best option from the list below: apples, pears, plums.',
+  'What is the capital of Canada?',
+  'Translate into French: "The meeting has been moved to Thursday afternoon."',
+  'Summarise this in two sentences:\n\nThe town library will close for renovation from June to September. ' +
+    'During the closure, a temporary branch will open in the community centre with a reduced collection, ' +
+    'and returns can be dropped at the post office. The renovated library will add a children\'s wing and a café.',
+  'Is this review positive or negative? "Arrived late and the box was crushed, but the headphones sound great."',
+  'Rewrite this sentence so it sounds more polite: "Send me the report now."',
+  'Pull out the names and phone numbers from this note: call Maria at 555-0199 or Tom on 555-0142 before noon.',
+  'How many days are there in a leap year?',
 ];
-
-const TRACEBACK =
-  'Why does this fail?\n\nTraceback (most recent call last):\n  File "app.py", line 12, in <module>\n' +
-  "    total = price + tax\nTypeError: unsupported operand type(s) for +: 'int' and 'str'";
 
 const CODE: string[] = [
-  TRACEBACK,
-  'Write a TypeScript function that debounces another function, with proper generics for the arguments.',
-  'This query returns duplicate rows, how do I fix it?\n' +
-    'SELECT u.name, o.total FROM users u JOIN orders o ON o.user_id = u.id WHERE o.total > 100;',
-  'Refactor this React component to use hooks instead of a class:\n```jsx\n' +
-    'class Counter extends React.Component {\n  state = { count: 0 };\n' +
-    '  render() { return <button onClick={() => this.setState({ count: this.state.count + 1 })}>' +
-    '{this.state.count}</button>; }\n}\n```',
-  'Write a bash script that backs up /var/www to S3 every night.',
-  "I get `Cannot read properties of undefined (reading 'map')` in my Next.js page. How do I debug this?",
-  'Fix the bug in my code: it loops forever.',
-  'Why is my regex `^\\d+$` not matching "12a" in JavaScript?',
-  'Add unit tests for this:\n\ndef slugify(title):\n    return title.lower().replace(" ", "-")',
-];
-
-const CODE_REASONS: Array<[string, RegExp]> = [
-  [TRACEBACK, /stack trace/],
-  [CODE[1] ?? '', /write code/],
-  [CODE[2] ?? '', /SQL/],
-  [CODE[3] ?? '', /fenced code block/],
+  // The issue's hard cases: no code syntax in the prompt.
+  'Implement a min-heap priority queue in Go with push, pop and peek.',
+  'Set up a GitHub Actions workflow that builds my Rust project and runs its tests on every pull request.',
+  'Write a Dockerfile for a Node.js 20 app that installs only production dependencies and runs as a non-root user.',
+  'I need a regular expression that matches UK postcodes like SW1A 1AA.',
+  'The compiler says "cannot borrow as mutable because it is also borrowed as immutable". What does that mean and how do I fix it?',
+  // And plain ones.
+  'Why does this print undefined?\n```js\nconst user = { name: "Ana" };\nconsole.log(user.Name);\n```',
+  'Write a bash script that deletes log files older than 7 days in /var/log/myapp.',
+  'How do I configure nginx as a reverse proxy for a service on port 3000 with HTTPS?',
 ];
 
 const COMPLEX: string[] = [
-  'Prove that there are infinitely many prime numbers.',
-  'Create a step-by-step business plan for launching a specialty coffee shop. Cover:\n' +
-    '1. market analysis\n2. financing\n3. staffing\n4. marketing and launch',
-  'Compute the integral of x^2 sin(x) from 0 to pi.',
-  'Evaluate $\\int_0^1 \\frac{x}{1+x^2} dx$.',
-  'Compare three architectures for our order system (a monolith, microservices, and serverless functions) ' +
-    'and recommend one, explaining the trade-offs.',
-  'We are moving our family to a new city next year. What neighborhoods should we consider? How should we ' +
-    'budget for the move? What is the best time of year to move? Should we rent first or buy right away?',
-  'Solve for x: 3x + 7 = 22',
-  'A 2x2 matrix A = [[2,1],[1,2]]. Find its eigenvalues and eigenvectors.',
-  'Analyze the probability that our startup strategy succeeds.',
-];
-
-const COMPLEX_REASONS: Array<[string, RegExp]> = [
-  [COMPLEX[0] ?? '', /proof/],
-  [COMPLEX[1] ?? '', /step-by-step/],
-  [COMPLEX[3] ?? '', /LaTeX/],
-  [COMPLEX[4] ?? '', /planning\/analysis words \(Compare, architectures/],
-  [COMPLEX[5] ?? '', /4 questions/],
-  [COMPLEX[8] ?? '', /several moderate cues combine/],
+  // The issue's hard cases.
+  'Three boxes are labelled apples, oranges and mixed, and every label is wrong. You may take one fruit from one box. ' +
+    'How can you relabel all three boxes correctly?',
+  'If I roll two dice, what is the probability that the sum is at least 10? Explain your reasoning.',
+  'Should we lease a van for 450 euros a month or buy a used one for 14,000 euros with about 1,200 a year in repairs, ' +
+    'if we need it for four years? Walk through the numbers and recommend one.',
+  'Estimate how many piano tuners work in Chicago, and show each assumption.',
+  'Plan a study schedule for the next six weeks: I have three exams (statistics, history, biology), can study ' +
+    'two hours on weekdays and five on weekends, and statistics is the one I am weakest at.',
+  'A self-driving car must choose between swerving into one pedestrian or staying on course and hitting three. ' +
+    'Discuss the ethical trade-offs between the main moral theories.',
+  'Prove that the square root of 2 is irrational.',
 ];
 
 describe('classifyPrompt: simple', () => {
   for (const prompt of SIMPLE) {
-    it(prompt.slice(0, 60), () => assertClass(classifyPrompt(user(prompt)), 'simple', prompt));
+    it(prompt.slice(0, 60).replace(/\n/g, ' '), () => assertClass(classifyPrompt(user(prompt)), 'simple', prompt));
   }
-
-  it('says a translation is a simple task and why', () => {
-    const result = classifyPrompt(user(SIMPLE[1] ?? ''));
-    assert.ok(reasonsMatch(result, /simple task \(translate\)/), result.reasons.join(' | '));
-    assert.ok(reasonsMatch(result, /short prompt \(\d+ tokens est\.\)/));
-    assert.equal(result.signals.simpleTask, true);
-  });
 });
 
 describe('classifyPrompt: code', () => {
   for (const prompt of CODE) {
     it(prompt.slice(0, 60).replace(/\n/g, ' '), () => assertClass(classifyPrompt(user(prompt)), 'code', prompt));
   }
-
-  for (const [prompt, pattern] of CODE_REASONS) {
-    it(`names the deciding cue ${pattern}`, () => {
-      const result = classifyPrompt(user(prompt));
-      assert.ok(reasonsMatch(result, pattern), result.reasons.join(' | '));
-    });
-  }
-
-  it('reports code signals', () => {
-    const traceback = classifyPrompt(user(TRACEBACK));
-    assert.equal(traceback.signals.hasStackTrace, true);
-    assert.ok(traceback.signals.codeScore >= 3);
-    assert.equal(classifyPrompt(user(CODE[3] ?? '')).signals.fencedCodeBlocks, 1);
-  });
-
-  it('keeps a long, multi-step debugging question as code', () => {
-    const steps = '1. reproduce it\n2. find the cause\n3. propose a fix\n4. add a regression test\n';
-    const log = 'worker 7 picked job 1234 from the queue and started processing it\n'.repeat(150);
-    const prompt = `${TRACEBACK}\n\nHere is the log:\n${log}\nWalk me through it step by step:\n${steps}`;
-    const result = classifyPrompt(user(prompt));
-    assertClass(result, 'code', prompt);
-    assert.ok(result.signals.promptTokens > 2_000);
-    assert.ok(result.signals.stepScore >= 3);
-    assert.ok(reasonsMatch(result, /stack trace/));
-    assert.ok(reasonsMatch(result, /long prompt .* but code cues decide/), result.reasons.join(' | '));
-  });
 });
 
 describe('classifyPrompt: complex', () => {
   for (const prompt of COMPLEX) {
     it(prompt.slice(0, 60).replace(/\n/g, ' '), () => assertClass(classifyPrompt(user(prompt)), 'complex', prompt));
   }
+});
 
-  for (const [prompt, pattern] of COMPLEX_REASONS) {
-    it(`names the deciding cue ${pattern}`, () => {
-      const result = classifyPrompt(user(prompt));
-      assert.ok(reasonsMatch(result, pattern), result.reasons.join(' | '));
-    });
-  }
+describe('classifyPrompt: what it returns', () => {
+  it('gives three probabilities that sum to 1, the chosen class the likeliest when sure', () => {
+    const result = classifyPrompt(user(CODE[0] ?? ''), 'cheap');
+    const { simple, code, complex } = result.probabilities;
+    assert.ok(Math.abs(simple + code + complex - 1) < 0.005, JSON.stringify(result.probabilities));
+    if (!result.unsure) assert.equal(result.predicted, result.class);
+  });
 
-  it('treats a long prompt as complex and says how long', () => {
-    const prompt =
-      'Here are my notes from this quarter. ' +
-      'Revenue grew in the north, costs rose in the south and hiring slowed everywhere. '.repeat(120) +
-      'What do you make of it?';
+  it('names words of the prompt itself as reasons', () => {
+    const prompt = 'Write a Dockerfile for a Python Flask app with gunicorn.';
     const result = classifyPrompt(user(prompt));
-    assertClass(result, 'complex', prompt);
-    assert.ok(reasonsMatch(result, /^long prompt \(\d{1,3}(,\d{3})* tokens est\.\)$/), result.reasons.join(' | '));
-    assert.equal(result.signals.promptTokens, Math.ceil(prompt.length / 4));
-  });
-});
-
-describe('classifyPrompt: where the text comes from', () => {
-  it('does not let the system prompt alone make a trivial question complex', () => {
-    const messages: ChatMessage[] = [
-      {
-        role: 'system',
-        content:
-          'You are a meticulous assistant. Think step by step, analyze every question in depth, compare ' +
-          'options, plan your answer, and show your work. Prove every claim.',
-      },
-      { role: 'user', content: "What's the capital of France?" },
-    ];
-    const result = classifyPrompt(messages);
-    assertClass(result, 'simple', 'system + capital of France');
-    assert.ok(reasonsMatch(result, /in the system prompt/), result.reasons.join(' | '));
+    const words = result.reasons.flatMap((r) => [...r.matchAll(/"([^"]+)"/g)].map((m) => m[1] ?? ''));
+    assert.ok(words.length > 0, result.reasons.join(' | '));
+    for (const word of words) for (const part of word.split(' ')) assert.ok(prompt.toLowerCase().includes(part), `${part} is in the prompt`);
   });
 
-  it('weighs the last user message over earlier ones', () => {
-    const messages: ChatMessage[] = [
-      { role: 'user', content: 'Prove that the square root of 2 is irrational.' },
-      { role: 'assistant', content: 'Suppose √2 = p/q in lowest terms; then p² = 2q², so p is even…' },
-      { role: 'user', content: 'Thanks! What is the capital of Peru?' },
-    ];
-    assertClass(classifyPrompt(messages), 'simple', 'earlier proof, then a factual question');
+  it('reports a code fence as a reason for code', () => {
+    const prompt = 'Fix this:\n```python\nfor i in range(10)\n    print(i)\n```';
+    const result = classifyPrompt(user(prompt));
+    assertClass(result, 'code', prompt);
+    assert.ok(result.reasons.some((r) => r === 'code fence' || r.startsWith('word') || r.startsWith('symbol')), result.reasons.join(' | '));
   });
 
-  it('ignores assistant messages', () => {
-    const messages: ChatMessage[] = [
-      { role: 'assistant', content: '```python\ndef main():\n    print("hello")\n```\nTraceback (most recent call last):' },
-      { role: 'user', content: 'Great, thank you!' },
-    ];
-    assertClass(classifyPrompt(messages), 'simple', 'assistant code, user thanks');
-  });
-
-  it('scans a conversation back from the last message only until its budget is spent', () => {
-    const report = 'The quarterly report covers revenue, costs and headcount across all regions. '.repeat(800);
-    const conversation = (reports: number): ChatMessage[] => [
-      { role: 'user', content: 'Prove that the square root of 2 is irrational.' },
-      ...Array.from({ length: reports }, (): ChatMessage => ({ role: 'user', content: report })),
-      { role: 'user', content: 'What is the capital of Peru?' },
-    ];
-    assert.ok(classifyPrompt(conversation(2)).signals.mathScore > 0, 'the proof is within 200,000 characters');
-    assert.equal(classifyPrompt(conversation(4)).signals.mathScore, 0, 'the proof is beyond them');
-  });
-
-  it('still classifies a complex last question under a plain system prompt', () => {
-    const messages: ChatMessage[] = [
-      { role: 'system', content: 'You are a helpful assistant.' },
-      { role: 'user', content: COMPLEX[0] ?? '' },
-    ];
-    assertClass(classifyPrompt(messages), 'complex', 'plain system + proof');
-  });
-});
-
-describe('classifyPrompt: edge cases', () => {
-  it('calls empty and whitespace-only content simple', () => {
-    for (const content of ['', '   ', '\n\t \n']) {
-      const result = classifyPrompt(user(content));
-      assertClass(result, 'simple', JSON.stringify(content));
-      assert.equal(result.signals.promptTokens, 0);
+  it('calls empty content and no messages at all something, with a reason', () => {
+    for (const messages of [[], user(''), user('   \n\t')]) {
+      const result = classifyPrompt(messages);
+      assert.ok(['simple', 'code', 'complex'].includes(result.class));
+      assert.ok(result.reasons.length > 0);
     }
   });
 
-  it('calls no messages at all simple', () => {
-    assertClass(classifyPrompt([]), 'simple', '[]');
+  it('reads the last user turn: a follow-up question decides the class', () => {
+    const messages: ChatMessage[] = [
+      { role: 'user', content: 'Write a Python function that merges two sorted lists.' },
+      { role: 'assistant', content: 'def merge(a, b):\n    out = []\n    ...' },
+      { role: 'user', content: 'Thanks! Unrelated: what is the capital of Portugal?' },
+    ];
+    assertClass(classifyPrompt(messages), 'simple', 'code, then a factual question');
+  });
+});
+
+describe('when_unsure', () => {
+  const model = defaultClassifier().model;
+  const alwaysUnsure = new PromptClassifier({ ...model, margin: 1 });
+  const neverUnsure = new PromptClassifier({ ...model, margin: 0 });
+  const prompts = [...SIMPLE, ...CODE, ...COMPLEX].map(user);
+
+  it('capable: the dearer of the two likeliest classes, and says so', () => {
+    for (const messages of prompts) {
+      const result = alwaysUnsure.classify(messages, 'capable');
+      const expected = ORDER[Math.max(ORDER.indexOf(result.predicted), ORDER.indexOf(result.runnerUp))];
+      assert.notEqual(result.predicted, result.runnerUp);
+      assert.ok(result.probabilities[result.predicted] >= result.probabilities[result.runnerUp]);
+      assert.equal(result.class, expected, JSON.stringify(result.probabilities));
+      assert.equal(result.unsure, true);
+      assert.match(result.reasons.at(-1) ?? '', new RegExp(`^unsure: .* when_unsure capable → ${expected}$`));
+    }
   });
 
-  it('returns for a 200 KB prompt', () => {
-    const prose = 'The quarterly report covers revenue, costs and headcount across all regions. '.repeat(2_700);
-    const result = classifyPrompt(user(prose));
-    assert.ok(prose.length > 200_000);
-    assert.equal(result.class, 'complex');
+  it('cheap: the cheaper of the two likeliest classes', () => {
+    for (const messages of prompts) {
+      const result = alwaysUnsure.classify(messages, 'cheap');
+      const expected = ORDER[Math.min(ORDER.indexOf(result.predicted), ORDER.indexOf(result.runnerUp))];
+      assert.equal(result.class, expected, JSON.stringify(result.probabilities));
+      assert.match(result.reasons.at(-1) ?? '', /when_unsure cheap/);
+    }
+  });
 
-    const adversarial = 'first SELECT $ write a ` '.repeat(8_500);
-    assert.ok(adversarial.length > 200_000);
-    assert.ok(['simple', 'code', 'complex'].includes(classifyPrompt(user(adversarial)).class));
+  it('changes nothing when the model is sure', () => {
+    for (const messages of prompts) {
+      const capable = neverUnsure.classify(messages, 'capable');
+      assert.equal(capable.unsure, false);
+      assert.equal(capable.class, capable.predicted);
+      assert.equal(neverUnsure.classify(messages, 'cheap').class, capable.class);
+      assert.ok(!capable.reasons.some((r) => r.startsWith('unsure')));
+    }
+  });
+
+  it('uses a margin chosen in training, between 0 and 0.5', () => {
+    assert.ok(model.margin > 0 && model.margin <= 0.5, String(model.margin));
   });
 });

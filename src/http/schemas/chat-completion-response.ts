@@ -11,7 +11,9 @@ const count = z.number().int().nonnegative();
 export const autoChoice = z.object({
   class: z.enum(['simple', 'code', 'complex']),
   alias: z.string(),
-  reasons: z.array(z.string()),
+  reasons: z.array(z.string()).describe('The features of this prompt that weighed most for the class, in words; and when the model was unsure, what when_unsure chose'),
+  probabilities: z.object({ simple: z.number().min(0).max(1), code: z.number().min(0).max(1), complex: z.number().min(0).max(1) })
+    .describe('The classifier\'s probability of each class'),
 }).describe('svc-auto\'s choice: the class of the request and the alias that served it');
 
 export const svcObject = z.object({
