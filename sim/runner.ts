@@ -112,7 +112,7 @@ export class Simulation {
     const now = this.clock.at;
     const seen = await storeSnapshot(this.target, this.target.stores[0]!, this.model, accounts, names, now);
     const want = modelSnapshot(this.model, accounts, names, now);
-    if (JSON.stringify(seen) !== JSON.stringify(want)) fail('store state equals the model', diff(want, seen));
+    if (canonical(seen) !== canonical(want)) fail('store state equals the model', diff(want, seen));
   }
 
   /** Accepts the first serial order of `ops` under which the model answers `observed` and ends in the store's state. */
@@ -123,21 +123,21 @@ export class Simulation {
     if (ops.some((o) => o.t === 'sweep')) throw new Error('a batch mixes sweeps with other operations');
     const accounts = [...new Set(ops.map((o) => this.model.accountOf(o)!))];
     const names = ops.flatMap((o) => ('r' in o ? [o.r] : []));
-    const seen = JSON.stringify(await storeSnapshot(this.target, this.target.stores[0]!, this.model, accounts, names, now));
+    const seen = canonical(await storeSnapshot(this.target, this.target.stores[0]!, this.model, accounts, names, now));
     let first: { outcomes: Outcome[]; state: string } | null = null;
     for (const order of orders(ops.length)) {
       const trial = this.model.clone();
       const outcomes: Outcome[] = new Array<Outcome>(ops.length);
       for (const i of order) outcomes[i] = onModel(trial, ops[i]!, now);
-      const state = JSON.stringify(modelSnapshot(trial, accounts, names, now));
-      if (JSON.stringify(outcomes) === JSON.stringify(observed) && state === seen) {
+      const state = canonical(modelSnapshot(trial, accounts, names, now));
+      if (canonical(outcomes) === canonical(observed) && state === seen) {
         this.model = trial;
         return;
       }
       first ??= { outcomes, state };
     }
-    if (JSON.stringify(first!.outcomes) !== JSON.stringify(observed)) {
-      fail('answers equal the model', `${JSON.stringify(ops)}\nmodel: ${JSON.stringify(first!.outcomes)}\nstore: ${JSON.stringify(observed)}`);
+    if (canonical(first!.outcomes) !== canonical(observed)) {
+      fail('answers equal the model', `${canonical(ops)}\nmodel: ${canonical(first!.outcomes)}\nstore: ${canonical(observed)}`);
     }
     fail('store state equals the model', diff(JSON.parse(first!.state) as Record<string, unknown>, JSON.parse(seen) as Record<string, unknown>));
   }
@@ -155,13 +155,13 @@ export class Simulation {
     for (const account of Object.keys(this.model.s.accounts)) {
       const mine = lapsed.filter((r) => this.model.reservation(r)!.account === account);
       if (mine.length === 0) continue;
-      const seen = JSON.stringify(await storeSnapshot(this.target, this.target.stores[0]!, this.model, [account], mine, now));
+      const seen = canonical(await storeSnapshot(this.target, this.target.stores[0]!, this.model, [account], mine, now));
       let first: string | null = null;
       let found: Model | null = null;
       for (const order of orders(mine.length)) {
         const trial = this.model.clone();
         for (const i of order) trial.sweepOne(mine[i]!, now);
-        const state = JSON.stringify(modelSnapshot(trial, [account], mine, now));
+        const state = canonical(modelSnapshot(trial, [account], mine, now));
         if (state === seen) { found = trial; break; }
         first ??= state;
       }
@@ -206,17 +206,24 @@ export function* orders(n: number): Generator<number[]> {
   }
 }
 
+/** JSON with every object's keys sorted, so that the order rows came in never matters. */
+export function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v)
+    ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+    : v));
+}
+
 /** The first differing entries of two snapshots, short enough to print. */
 function diff(want: Record<string, unknown>, seen: Record<string, unknown>): string {
   const out: string[] = [];
   const walk = (path: string, a: unknown, b: unknown) => {
-    if (out.length >= 6 || JSON.stringify(a) === JSON.stringify(b)) return;
+    if (out.length >= 6 || canonical(a) === canonical(b)) return;
     if (a && b && typeof a === 'object' && typeof b === 'object' && !Array.isArray(a)) {
       const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
       for (const k of keys) walk(`${path}.${k}`, (a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]);
       return;
     }
-    out.push(`${path}: model ${JSON.stringify(a)}, store ${JSON.stringify(b)}`);
+    out.push(`${path}: model ${canonical(a)}, store ${canonical(b)}`);
   };
   walk('', want, seen);
   return out.join('; ');
