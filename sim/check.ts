@@ -93,7 +93,7 @@ export function modelSnapshot(model: Model, accounts: string[], names: string[],
     const earned: Record<string, [number, number]> = {};
     for (const g of acc.earned) if (g.balance > 0 || g.held > 0) earned[g.id] = [g.balance, g.held];
     const keys = Object.values(model.s.keys).filter((k) => k.account === name);
-    const res = Object.values(model.s.res).filter((r) => r.account === name && (r.state === 'held' || names.includes(r.name)));
+    const res = model.reservations(name, names);
     out[name] = {
       balances, earned, purchased: [acc.purchased.balance, acc.purchased.held],
       keys: Object.fromEntries(keys.map((k) => [k.name, {

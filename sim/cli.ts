@@ -1,6 +1,6 @@
 /**
  * `npm run sim -- --seed N --ops M --store sqlite|postgres [--instances K]
- * [--verify-every N] [--check-every N] [--shrink-seconds S]`, or
+ * [--verify-every N] [--check-every N] [--shrink-seconds S] [--crashes C]`, or
  * `npm run sim -- --replay FILE [--store …]`. PostgreSQL is taken from
  * DATABASE_URL. Exit code 0 only when no invariant broke; on a violation the
  * shortest reproducing sequence found is printed and written as JSON that
@@ -8,6 +8,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { runFault } from './fault.js';
 import { generate, type Op } from './ops.js';
 import { runOps, type RunOptions, type RunReport } from './runner.js';
 import { shrink } from './shrink.js';
@@ -32,6 +33,7 @@ async function main(): Promise<number> {
       'check-every': { type: 'string', default: '100' },
       'shrink-seconds': { type: 'string', default: '120' },
       replay: { type: 'string' },
+      crashes: { type: 'string', default: '0' },
       out: { type: 'string' },
     },
   });
@@ -49,6 +51,12 @@ async function main(): Promise<number> {
   };
   const ops = replay ? replay.ops : generate(seed!, Number(values.ops), instances);
   console.log(`sim: ${replay ? `replaying ${values.replay}` : `seed ${seed}`}, ${ops.length} ops, ${store}, ${instances} instances`);
+  for (let n = 0; n < Number(values.crashes); n++) {
+    const crash = await runFault(seed! + n, store, options.postgresUrl);
+    console.log(`crash ${seed! + n}: child killed after ${crash.answered} answered settles; ` +
+      `${crash.violation ? `VIOLATION ${crash.violation.invariant}: ${crash.violation.detail}` : 'no violations'}`);
+    if (crash.violation) return 1;
+  }
   const report = await runOps(ops, options);
   printReport(report);
   if (!report.violation) return 0;

@@ -49,24 +49,45 @@ export interface ModelState {
 }
 
 export class Model {
-  constructor(public s: ModelState = { accounts: {}, keys: {}, res: {} }) {}
+  /**
+   * @param archive Settled and released reservations: they never change again,
+   * so every trial copy of the model shares them instead of copying them.
+   */
+  constructor(public s: ModelState = { accounts: {}, keys: {}, res: {} }, readonly archive = new Map<string, MRes>()) {}
 
   clone(): Model {
-    return new Model(structuredClone(this.s));
+    return new Model(structuredClone(this.s), this.archive);
+  }
+
+  /** Moves closed reservations to the shared archive (on the accepted model only). */
+  archiveClosed(): void {
+    for (const r of Object.values(this.s.res)) {
+      if (r.state === 'settled' || r.state === 'released') {
+        this.archive.set(r.name, r);
+        delete this.s.res[r.name];
+      }
+    }
+  }
+
+  /** Reservations of `account` still held or lapsed, and the named ones. */
+  reservations(account: string, names: string[]): MRes[] {
+    const open = Object.values(this.s.res).filter((r) => r.account === account && (r.state === 'held' || names.includes(r.name)));
+    const closed = names.map((n) => this.archive.get(n)).filter((r): r is MRes => r !== undefined && r.account === account);
+    return [...open, ...closed];
   }
 
   account(name: string): MAccount | undefined { return this.s.accounts[name]; }
   key(name: string): MKey | undefined { return this.s.keys[name]; }
-  reservation(name: string): MRes | undefined { return this.s.res[name]; }
+  reservation(name: string): MRes | undefined { return this.s.res[name] ?? this.archive.get(name); }
 
   /** The account an operation touches, or null when it names something that does not exist (the op is skipped). */
   accountOf(op: Op): string | null {
     switch (op.t) {
       case 'account': return this.s.accounts[op.a] ? null : op.a;
       case 'key': case 'grant': case 'claim': return this.s.accounts[op.a] ? op.a : null;
-      case 'reserve': return this.s.res[op.r] ? null : (this.s.keys[op.k]?.account ?? null);
+      case 'reserve': return this.reservation(op.r) ? null : (this.s.keys[op.k]?.account ?? null);
       case 'revoke': return this.s.keys[op.k]?.account ?? null;
-      case 'settle': case 'release': case 'renew': return this.s.res[op.r]?.account ?? null;
+      case 'settle': case 'release': case 'renew': return this.reservation(op.r)?.account ?? null;
       default: return null;
     }
   }
@@ -167,13 +188,13 @@ export class Model {
 
   /** Credits a settle asks for, from the reservation's amount. */
   credits(r: string, size: SettleSize): number {
-    const amount = this.s.res[r]!.amount;
+    const amount = this.reservation(r)!.amount;
     if (size.rel === 'at') return amount;
     return size.rel === 'below' ? Math.max(0, amount - size.n) : amount + size.n;
   }
 
   settle(r: string, credits: number, respond: boolean, now: number): Outcome {
-    const res = this.s.res[r]!;
+    const res = this.reservation(r)!;
     const acc = this.s.accounts[res.account]!;
     const key = this.s.keys[res.key]!;
     this.expire(acc, now);
@@ -219,7 +240,7 @@ export class Model {
   }
 
   release(r: string, now: number, state: 'released' | 'lapsed' = 'released'): boolean {
-    const res = this.s.res[r]!;
+    const res = this.reservation(r)!;
     if (res.state !== 'held') return false;
     const acc = this.s.accounts[res.account]!;
     res.state = state;
@@ -235,7 +256,7 @@ export class Model {
   }
 
   renew(r: string, leaseMs: number, deliveredPct: number | null, now: number): boolean {
-    const res = this.s.res[r]!;
+    const res = this.reservation(r)!;
     if (res.state !== 'held') return false;
     res.leaseUntil = now + leaseMs;
     if (deliveredPct !== null) res.delivered = Math.max(res.delivered, delivered(res.amount, deliveredPct));
@@ -249,7 +270,7 @@ export class Model {
 
   /** Closes one lapsed reservation: settled for what it reported delivered, else released. */
   sweepOne(r: string, now: number): void {
-    const res = this.s.res[r]!;
+    const res = this.reservation(r)!;
     if (res.delivered === 0) this.release(r, now, 'lapsed');
     else this.settle(r, res.delivered, false, now);
   }
@@ -271,7 +292,7 @@ export class Model {
     if (c.createdAt < now - IDEMPOTENCY_WINDOW_MS) return 'stale';
     if (c.state === 'done') return 'done';
     if (c.res === null) return c.createdAt >= now - CLAIM_UNRESERVED_MS ? 'running' : 'stale';
-    const state = this.s.res[c.res]?.state;
+    const state = this.reservation(c.res)?.state;
     if (state === 'held') return 'running';
     return state === 'settled' ? 'interrupted' : 'stale';
   }
