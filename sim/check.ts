@@ -45,6 +45,19 @@ export async function storeSnapshot(target: Target, store: Store, model: Model, 
     const days = await target.rows<DayRow>(`SELECT d.key_id, d.day, d.spent FROM key_days d JOIN api_keys k ON k.id = d.key_id
       WHERE k.account_id = ? AND d.spent > 0`, id);
     const res = await target.rows<ResRow>(`SELECT id, state, charged FROM reservations WHERE account_id = ? AND state = 'held'`, id);
+    // Which grants each open reservation holds: equal totals can hide holds taken in another order.
+    const holds = await target.rows<{ reservation_id: string; grant_id: string; kind: string; amount: number }>(`
+      SELECT h.reservation_id, h.grant_id, g.kind, h.amount FROM reservation_holds h
+      JOIN reservations r ON r.id = h.reservation_id JOIN grants g ON g.id = h.grant_id
+      WHERE r.account_id = ? AND r.state = 'held'`, id);
+    const holdsOf = (r: string) => {
+      const out: Record<string, number> = {};
+      for (const h of holds.filter((x) => x.reservation_id === r)) {
+        const k = h.kind === 'purchased' ? PURCHASED : h.grant_id;
+        out[k] = (out[k] ?? 0) + h.amount;
+      }
+      return out;
+    };
     const claims = await target.rows<ClaimRow>('SELECT key, fingerprint, state, reservation_id FROM idempotency_keys WHERE account_id = ?', id);
     for (const g of grants) {
       if (g.balance < 0 || g.held < 0 || g.held > g.balance) fail('no balance or hold below zero', `grant ${g.id}: balance ${g.balance}, held ${g.held}`);
@@ -77,7 +90,7 @@ export async function storeSnapshot(target: Target, store: Store, model: Model, 
         held: k.held, revoked: k.revoked_at !== null,
         days: Object.fromEntries(days.filter((d) => d.key_id === k.id).map((d) => [d.day, d.spent]).sort()),
       }]).sort()),
-      res: Object.fromEntries([...res, ...named].map((r) => [r.id, [r.state, r.charged]]).sort()),
+      res: Object.fromEntries([...res, ...named].map((r) => [r.id, r.state === 'held' ? [r.state, r.charged, holdsOf(r.id)] : [r.state, r.charged]]).sort()),
       claims: Object.fromEntries(claims.map((c) => [c.key, [c.fingerprint, c.state, c.reservation_id]]).sort()),
     };
   }
@@ -100,7 +113,7 @@ export function modelSnapshot(model: Model, accounts: string[], names: string[],
         held: k.held, revoked: k.revoked,
         days: Object.fromEntries(Object.entries(k.spent).filter(([, v]) => v > 0).sort()),
       }]).sort()),
-      res: Object.fromEntries(res.map((r) => [r.name, [r.state, r.charged]]).sort()),
+      res: Object.fromEntries(res.map((r) => [r.name, r.state === 'held' ? [r.state, r.charged, r.holds] : [r.state, r.charged]]).sort()),
       claims: Object.fromEntries(Object.entries(acc.claims).map(([key, c]) => [key, [c.fp, c.state, c.res]]).sort()),
     };
   }
@@ -150,5 +163,3 @@ export async function verifyClean(store: Store): Promise<void> {
   const report = await store.verifyLedger();
   if (report.disagreements.length > 0) fail('ledger verify', JSON.stringify(report.disagreements.slice(0, 5)));
 }
-
-export { PURCHASED };

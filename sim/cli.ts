@@ -70,7 +70,7 @@ async function main(): Promise<number> {
   writeFileSync(file, `${JSON.stringify(out, null, 1)}\n`);
   console.log(`shortest sequence found (${shrunk.ops.length} ops, ${shrunk.replays} replays), step ${shrunk.violation.step}: ` +
     `${shrunk.violation.invariant}\n  ${shrunk.violation.detail}`);
-  console.log(JSON.stringify(out));
+  if (shrunk.ops.length <= 100) console.log(JSON.stringify(out));
   console.log(`written to ${file}; replay with: npm run sim -- --replay ${file}`);
   return 1;
 }
