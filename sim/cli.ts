@@ -1,6 +1,6 @@
 /**
  * `npm run sim -- --seed N --ops M --store sqlite|postgres [--instances K]
- * [--verify-every N] [--check-every N] [--shrink-seconds S] [--crashes C]`, or
+ * [--verify-every N] [--check-every N] [--shrink-seconds S] [--crashes C] [--dir D]`, or
  * `npm run sim -- --replay FILE [--store …]`. PostgreSQL is taken from
  * DATABASE_URL. Exit code 0 only when no invariant broke; on a violation the
  * shortest reproducing sequence found is printed and written as JSON that
@@ -34,6 +34,7 @@ async function main(): Promise<number> {
       'shrink-seconds': { type: 'string', default: '120' },
       replay: { type: 'string' },
       crashes: { type: 'string', default: '0' },
+      dir: { type: 'string' },
       out: { type: 'string' },
     },
   });
@@ -48,6 +49,7 @@ async function main(): Promise<number> {
     verifyEvery: Number(values['verify-every']),
     checkEvery: Number(values['check-every']),
     ...(process.env.DATABASE_URL && { postgresUrl: process.env.DATABASE_URL }),
+    ...(values.dir && { sqliteDir: values.dir }),
   };
   const ops = replay ? replay.ops : generate(seed!, Number(values.ops), instances);
   console.log(`sim: ${replay ? `replaying ${values.replay}` : `seed ${seed}`}, ${ops.length} ops, ${store}, ${instances} instances`);

@@ -24,6 +24,8 @@ export interface RunOptions {
   /** Whole-database invariants every this many steps (and at the end). */
   checkEvery: number;
   postgresUrl?: string;
+  /** Where SQLite's file goes; a tmpfs (/dev/shm) spares the disk's fsync on every commit. */
+  sqliteDir?: string;
   wrap?: (store: Store) => Store;
 }
 

@@ -38,12 +38,14 @@ export interface TargetOptions {
   clock: Clock;
   /** PostgreSQL server URL; a fresh schema is made in its database. */
   postgresUrl?: string;
+  /** Where the SQLite file goes (default: the system's temp directory). */
+  sqliteDir?: string;
   /** Wraps each instance (tests inject a broken store this way). */
   wrap?: (store: Store) => Store;
 }
 
 export async function openTarget(options: TargetOptions): Promise<Target> {
-  const base = options.backend === 'sqlite' ? sqliteBase() : await postgresBase(options.postgresUrl);
+  const base = options.backend === 'sqlite' ? sqliteBase(options.sqliteDir) : await postgresBase(options.postgresUrl);
   const open = async () => {
     const store = await openStore(base.url, options.clock);
     return options.wrap ? options.wrap(store) : store;
@@ -74,9 +76,8 @@ interface Base {
   close(): Promise<void>;
 }
 
-function sqliteBase(): Base {
-  // SIM_TMPDIR=/dev/shm keeps the file in memory: the same SQLite, without waiting on the disk's fsync.
-  const dir = mkdtempSync(join(process.env.SIM_TMPDIR ?? tmpdir(), 'svc-sim-'));
+function sqliteBase(parent = tmpdir()): Base {
+  const dir = mkdtempSync(join(parent, 'svc-sim-'));
   const path = join(dir, 'sim.db');
   let raw: Database | null = null;
   const db = () => (raw ??= new BetterSqlite3(path));
