@@ -50,6 +50,7 @@ async function main(): Promise<number> {
     checkEvery: Number(values['check-every']),
     ...(process.env.DATABASE_URL && { postgresUrl: process.env.DATABASE_URL }),
     ...(values.dir && { sqliteDir: values.dir }),
+    onProgress: (steps, ms) => console.log(`  ${steps} steps, ${(steps / (ms / 1000)).toFixed(0)} ops/s`),
   };
   const ops = replay ? replay.ops : generate(seed!, Number(values.ops), instances);
   console.log(`sim: ${replay ? `replaying ${values.replay}` : `seed ${seed}`}, ${ops.length} ops, ${store}, ${instances} instances`);

@@ -59,8 +59,12 @@ export class Model {
     return new Model(structuredClone(this.s), this.archive);
   }
 
-  /** Moves closed reservations to the shared archive (on the accepted model only). */
+  /** Moves closed reservations to the shared archive, and drops empty grants (on the accepted model only). */
   archiveClosed(): void {
+    // A grant with nothing left and nothing held never holds credits again.
+    for (const acc of Object.values(this.s.accounts)) {
+      if (acc.earned.some((g) => g.balance === 0 && g.held === 0)) acc.earned = acc.earned.filter((g) => g.balance > 0 || g.held > 0);
+    }
     for (const r of Object.values(this.s.res)) {
       if (r.state === 'settled' || r.state === 'released') {
         this.archive.set(r.name, r);

@@ -27,6 +27,8 @@ export interface RunOptions {
   /** Where SQLite's file goes; a tmpfs (/dev/shm) spares the disk's fsync on every commit. */
   sqliteDir?: string;
   wrap?: (store: Store) => Store;
+  /** Called every 10,000 steps. */
+  onProgress?: (steps: number, elapsedMs: number) => void;
 }
 
 export interface RunReport {
@@ -56,6 +58,7 @@ export async function runOps(ops: Op[], options: RunOptions): Promise<RunReport>
       sim.model.archiveClosed();
       if ((step + 1) % options.checkEvery === 0) await invariants(target, sim.model, clock.at);
       if ((step + 1) % options.verifyEvery === 0) await verifyClean(target.stores[0]!);
+      if ((step + 1) % 10_000 === 0) options.onProgress?.(step + 1, performance.now() - started);
     }
     await invariants(target, sim.model, clock.at);
     await verifyClean(target.stores[0]!);
