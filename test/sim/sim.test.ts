@@ -53,23 +53,33 @@ forEachBackend('ledger simulation', (backend) => {
   });
 });
 
-describe('the simulator can fail', () => {
-  it('catches a store that charges one credit more than asked, and shrinks the sequence', async () => {
-    const overcharging = (store: Store): Store => new Proxy(store, {
-      get(target, prop) {
-        if (prop === 'settle') return (request: SettleRequest) => target.settle({ ...request, credits: request.credits + 1 });
-        const value: unknown = Reflect.get(target, prop, target);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-      },
-    });
-    const run = options('sqlite', { wrap: overcharging });
-    const ops = generate(5, 400, 3);
-    const report = await runOps(ops, run);
-    assert.ok(report.violation, 'the broken store went unnoticed');
-    const shrunk = await shrink(ops, report.violation, run, 20_000);
-    assert.equal(shrunk.violation.invariant, report.violation.invariant);
-    assert.ok(shrunk.ops.length < report.violation.step + 1, `${shrunk.ops.length} ops, from ${report.violation.step + 1}`);
-    const replay = await runOps(shrunk.ops, run);
-    assert.equal(replay.violation?.invariant, report.violation.invariant, 'the shrunk sequence reproduces it');
+/** A store that behaves as `store` but for `method`, which `replace` stands in for. */
+function broken<K extends 'settle' | 'release'>(method: K, replace: (store: Store) => Store[K]): (store: Store) => Store {
+  return (store) => new Proxy(store, {
+    get(target, prop) {
+      if (prop === method) return replace(target);
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
   });
+}
+
+describe('the simulator can fail', () => {
+  const cases = [
+    { name: 'charges one credit more than asked', wrap: broken('settle', (s) => (request: SettleRequest) => s.settle({ ...request, credits: request.credits + 1 })) },
+    { name: 'skips a release', wrap: broken('release', () => async () => {}) },
+  ];
+  for (const { name, wrap } of cases) {
+    it(`catches a store that ${name}, and shrinks the sequence`, async () => {
+      const run = options('sqlite', { wrap });
+      const ops = generate(5, 400, 3);
+      const report = await runOps(ops, run);
+      assert.ok(report.violation, 'the broken store went unnoticed');
+      const shrunk = await shrink(ops, report.violation, run, 20_000);
+      assert.equal(shrunk.violation.invariant, report.violation.invariant);
+      assert.ok(shrunk.ops.length < report.violation.step + 1, `${shrunk.ops.length} ops, from ${report.violation.step + 1}`);
+      const replay = await runOps(shrunk.ops, run);
+      assert.equal(replay.violation?.invariant, report.violation.invariant, 'the shrunk sequence reproduces it');
+    });
+  }
 });
