@@ -153,6 +153,10 @@ export async function invariants(target: Target, model: Model, now: number): Pro
       fail('the sum of charges equals the drop in balances',
         `${acc.name}: ledger granted ${s.granted} and charged ${s.charged}; the simulation granted ${acc.granted} and was charged ${acc.charged}`);
     }
+    // Usage counts what the ledger charged: over all time, every settled completion of the account.
+    const usage = await target.stores[0]!.usage({ accountId: acc.id, from: new Date(0), until: new Date(now + 86_400_000) });
+    const used = usage.reduce((sum, row) => sum + row.credits, 0);
+    if (used !== acc.charged) fail('usage equals what the ledger charged', `${acc.name}: usage ${used}, charged ${acc.charged}`);
     model.expire(acc, now);
     const owned = model.owned(acc);
     if (acc.granted - acc.charged - acc.expired !== owned) fail('model bookkeeping', `${acc.name}: ${JSON.stringify(acc)}`);

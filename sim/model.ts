@@ -301,6 +301,17 @@ export class Model {
     return state === 'settled' ? 'interrupted' : 'stale';
   }
 
+  /** Forgets every claim made more than 24 h ago; answers how many. */
+  prune(now: number): number {
+    let pruned = 0;
+    for (const acc of Object.values(this.s.accounts)) {
+      for (const [key, c] of Object.entries(acc.claims)) {
+        if (c.createdAt < now - IDEMPOTENCY_WINDOW_MS) { delete acc.claims[key]; pruned++; }
+      }
+    }
+    return pruned;
+  }
+
   revoke(k: string): boolean {
     const key = this.s.keys[k]!;
     if (key.revoked) return false;

@@ -23,6 +23,8 @@ export type Op =
   | { t: 'release'; r: string; i: number }
   | { t: 'renew'; r: string; i: number; leaseMs: number; deliveredPct: number | null }
   | { t: 'sweep'; i: number }
+  /** Deletes Idempotency-Key records past their 24 h. */
+  | { t: 'prune'; i: number }
   | { t: 'advance'; ms: number }
   | { t: 'claim'; a: string; key: string; fp: string; i: number }
   | { t: 'revoke'; k: string; i: number }
@@ -148,7 +150,7 @@ class Generator {
   private step(): void {
     const kind = this.rnd.weighted({
       reserve: 30, settle: 18, release: 5, renew: 5, duplicate: 3, lapse: 2, sweep: 3, advance: 12,
-      grant: 5, claim: 5, revoke: 0.15, key: 0.5, account: 0.1, batch: 6, contend: 1,
+      grant: 5, claim: 5, prune: 0.3, revoke: 0.15, key: 0.5, account: 0.1, batch: 6, contend: 1,
     });
     switch (kind) {
       case 'reserve': {
@@ -192,6 +194,7 @@ class Generator {
         return;
       }
       case 'sweep': this.ops.push({ t: 'sweep', i: this.inst() }); return;
+      case 'prune': this.ops.push({ t: 'prune', i: this.inst() }); return;
       case 'advance': this.advance(this.jump()); return;
       case 'grant': this.ops.push(this.grant(this.rnd.pick(this.accounts), this.rnd.chance(0.5) ? 'earned' : 'purchased')); return;
       case 'claim':

@@ -91,6 +91,12 @@ export class Simulation {
       case 'account': case 'key': case 'grant':
         if (await setup(this.target.stores[0]!, this.model, op, now)) await this.compare([this.model.accountOf(op) ?? op.a], []);
         return;
+      case 'prune': {
+        const pruned = await this.target.stores[op.i % this.target.stores.length]!.pruneIdempotencyKeys();
+        const want = this.model.prune(now);
+        if (pruned !== want) fail('answers equal the model', `pruned ${pruned} Idempotency-Key records; the model ${want}`);
+        return this.compare(Object.keys(this.model.s.accounts), []);
+      }
       case 'contend': {
         if (!isSimple(op.op) || op.op.t === 'sweep') return;
         const inner = op.op;
