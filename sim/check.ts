@@ -39,17 +39,23 @@ export async function storeSnapshot(target: Target, store: Store, model: Model, 
   const keyName = new Map(Object.values(model.s.keys).map((k) => [k.id, k.name]));
   for (const name of accounts) {
     const id = model.account(name)!.id;
-    const b = await store.balances(id);
-    const grants = await target.rows<GrantRow>('SELECT id, kind, balance, held, expires_at FROM grants WHERE account_id = ? AND balance > 0', id);
-    const keys = await target.rows<KeyRow>('SELECT id, held, revoked_at, daily_credit_limit FROM api_keys WHERE account_id = ?', id);
-    const days = await target.rows<DayRow>(`SELECT d.key_id, d.day, d.spent FROM key_days d JOIN api_keys k ON k.id = d.key_id
-      WHERE k.account_id = ? AND d.spent > 0`, id);
-    const res = await target.rows<ResRow>(`SELECT id, state, charged FROM reservations WHERE account_id = ? AND state = 'held'`, id);
-    // Which grants each open reservation holds: equal totals can hide holds taken in another order.
-    const holds = await target.rows<{ reservation_id: string; grant_id: string; kind: string; amount: number }>(`
-      SELECT h.reservation_id, h.grant_id, g.kind, h.amount FROM reservation_holds h
-      JOIN reservations r ON r.id = h.reservation_id JOIN grants g ON g.id = h.grant_id
-      WHERE r.account_id = ? AND r.state = 'held'`, id);
+    // Read at once: on PostgreSQL each is a round trip on its own connection.
+    const [b, grants, keys, days, res, holds, claims, named] = await Promise.all([
+      store.balances(id),
+      target.rows<GrantRow>('SELECT id, kind, balance, held, expires_at FROM grants WHERE account_id = ? AND balance > 0', id),
+      target.rows<KeyRow>('SELECT id, held, revoked_at, daily_credit_limit FROM api_keys WHERE account_id = ?', id),
+      target.rows<DayRow>(`SELECT d.key_id, d.day, d.spent FROM key_days d JOIN api_keys k ON k.id = d.key_id
+        WHERE k.account_id = ? AND d.spent > 0`, id),
+      target.rows<ResRow>(`SELECT id, state, charged FROM reservations WHERE account_id = ? AND state = 'held'`, id),
+      // Which grants each open reservation holds: equal totals can hide holds taken in another order.
+      target.rows<{ reservation_id: string; grant_id: string; kind: string; amount: number }>(`
+        SELECT h.reservation_id, h.grant_id, g.kind, h.amount FROM reservation_holds h
+        JOIN reservations r ON r.id = h.reservation_id JOIN grants g ON g.id = h.grant_id
+        WHERE r.account_id = ? AND r.state = 'held'`, id),
+      target.rows<ClaimRow>('SELECT key, fingerprint, state, reservation_id FROM idempotency_keys WHERE account_id = ?', id),
+      names.length === 0 ? Promise.resolve([]) : target.rows<ResRow>(
+        `SELECT id, state, charged FROM reservations WHERE account_id = ? AND id IN (${names.map(() => '?').join(', ')})`, id, ...names),
+    ]);
     const holdsOf = (r: string) => {
       const out: Record<string, number> = {};
       for (const h of holds.filter((x) => x.reservation_id === r)) {
@@ -58,7 +64,6 @@ export async function storeSnapshot(target: Target, store: Store, model: Model, 
       }
       return out;
     };
-    const claims = await target.rows<ClaimRow>('SELECT key, fingerprint, state, reservation_id FROM idempotency_keys WHERE account_id = ?', id);
     for (const g of grants) {
       if (g.balance < 0 || g.held < 0 || g.held > g.balance) fail('no balance or hold below zero', `grant ${g.id}: balance ${g.balance}, held ${g.held}`);
     }
@@ -81,8 +86,6 @@ export async function storeSnapshot(target: Target, store: Store, model: Model, 
       const balance = g.expires_at !== null && g.expires_at <= now ? g.held : g.balance;
       if (balance > 0 || g.held > 0) earned[g.id] = [balance, g.held];
     }
-    const named = names.length === 0 ? [] : await target.rows<ResRow>(
-      `SELECT id, state, charged FROM reservations WHERE account_id = ? AND id IN (${names.map(() => '?').join(', ')})`, id, ...names);
     out[name] = {
       balances: { ...b, earnedExpiresAt: b.earnedExpiresAt?.getTime() ?? null },
       earned, purchased,

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Database } from 'better-sqlite3';
-import { Client } from 'pg';
+import { Client, Pool } from 'pg';
 import type { Clock } from '../src/clock.js';
 import { numericTypes } from '../src/store/postgres/database.js';
 import { openStore } from '../src/store/open.js';
@@ -116,7 +116,8 @@ async function postgresBase(server: string | undefined): Promise<Base> {
     await c.connect();
     return c;
   };
-  const raw = await connect();
+  // Several connections, so that a snapshot's reads go at once.
+  const raw = new Pool({ connectionString: url.toString(), types: numericTypes(), max: 8 });
   const locker = await connect();
   const numbered = (sql: string) => {
     let n = 0;
