@@ -35,9 +35,13 @@ export async function runFault(seed: number, backend: Backend, postgresUrl?: str
     const { record } = await issueApiKey(store, account.id, { daily_credit_limit: null });
 
     const lines = await runChild(target.url, account.id, record.id, seed, rnd.int(5, 80), rnd.chance(0.5) ? 0 : rnd.int(1, 15));
+    const reserved = new Set<string>();
+    const released = new Set<string>();
     for (const line of lines) {
       const [what, id, n] = line.split(' ');
       if (what === 'settled') answered.set(id!, Number(n));
+      if (what === 'reserved') reserved.add(id!);
+      if (what === 'released') released.add(id!);
     }
     // The dead process's holds lapse; a sweeper (another instance, later) closes them.
     await target.reopen(0);
@@ -49,6 +53,11 @@ export async function runFault(seed: number, backend: Backend, postgresUrl?: str
       if (!row || row.state !== 'settled' || row.charged !== charged) {
         fail('every answered settle present after a crash', `${id} answered ${charged}; the store has ${JSON.stringify(row ?? null)}`);
       }
+    }
+    for (const id of reserved) {
+      const row = rows.find((r) => r.id === id);
+      if (!row) fail('every answered operation present after a crash', `${id} was answered as reserved; the store has no such reservation`);
+      if (released.has(id) && row.state !== 'released') fail('every answered operation present after a crash', `${id} was answered as released; the store has it ${row.state}`);
     }
     await verifyClean(after);
     clock.at += 120_000;
