@@ -39,10 +39,10 @@ export const START = Date.parse('2026-11-21T22:00:00Z');
 const DAY_MS = 86_400_000;
 const LEASE_MS = 30_000;
 /** Divisors of a minute, so that GCRA's emission interval is a whole number of milliseconds. */
-const RPMS = [1, 2, 3, 4, 5, 6, 10, 12, 20, 30, 60];
+const RPMS = [1, 1, 2, 2, 3, 4, 5, 6, 10, 12, 20, 30, 60];
 const PRICES: Array<[number, number]> = [[1000, 1000], [500, 2000], [2000, 3000], [250, 750]];
 
-interface GenKey { k: string; a: string }
+interface GenKey { k: string; a: string; rpm: number | null }
 
 /** Generates `count` operations (a batch counts as one) from `seed`, with `instances` instances. */
 export function generate(seed: number, count: number, instances: number): Op[] {
@@ -91,9 +91,9 @@ class Generator {
 
   private newKey(a: string): void {
     const k = this.name('k');
-    this.keys.push({ k, a });
     const lim = this.rnd.chance(0.5) ? null : this.rnd.int(0, 40) * 10;
     const rpm = this.rnd.chance(0.6) ? null : this.rnd.pick(RPMS);
+    this.keys.push({ k, a, rpm });
     this.ops.push({ t: 'key', k, a, lim, rpm });
   }
 
@@ -105,8 +105,7 @@ class Generator {
     return { t: 'grant', a, kind, amount: this.rnd.int(1, 300), ttlMs };
   }
 
-  private reserve(): Extract<Op, { t: 'reserve' }> {
-    const key = this.rnd.pick(this.keys);
+  private reserve(key: GenKey = this.rnd.pick(this.keys)): Extract<Op, { t: 'reserve' }> {
     const r = this.name('r');
     this.open.push(r);
     if (this.open.length > 16) this.closed.push(...this.open.splice(0, 1));
@@ -150,7 +149,7 @@ class Generator {
   private step(): void {
     const kind = this.rnd.weighted({
       reserve: 30, settle: 18, release: 5, renew: 5, duplicate: 3, lapse: 2, sweep: 3, advance: 12,
-      grant: 5, claim: 5, prune: 0.3, revoke: 0.15, key: 0.5, account: 0.1, batch: 6, contend: 1,
+      grant: 5, claim: 5, burst: 1, prune: 0.3, revoke: 0.15, key: 0.5, account: 0.1, batch: 6, contend: 1,
     });
     switch (kind) {
       case 'reserve': {
@@ -191,6 +190,18 @@ class Generator {
         this.advance(LEASE_MS + this.rnd.int(1, 5000));
         this.ops.push({ t: 'sweep', i: this.inst() });
         this.ops.push(this.settle(r));
+        return;
+      }
+      case 'burst': {
+        // Requests from one key in quick succession, across instances: its rate_limit_rpm decides.
+        const limited = this.keys.filter((key) => key.rpm !== null);
+        const key = this.rnd.pick(limited.length > 0 && this.rnd.chance(0.8) ? limited : this.keys);
+        const n = this.rnd.int(2, 8);
+        for (let j = 0; j < n; j++) {
+          const op = this.reserve(key);
+          this.ops.push(op);
+          if (this.rnd.chance(0.3)) this.advance(this.rnd.int(1, 4000));
+        }
         return;
       }
       case 'sweep': this.ops.push({ t: 'sweep', i: this.inst() }); return;

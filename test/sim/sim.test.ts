@@ -39,7 +39,9 @@ forEachBackend('ledger simulation', (backend) => {
       assert.equal(report.violation, null, JSON.stringify(report.violation));
       assert.equal(report.steps, SIZES[backend].ops);
       // The mix reached what it is for: holds taken and refused, settles short, lapses swept, claims replayed.
-      for (const seen of ['reserve: taken', 'reserve: insufficient_credits', 'reserve: daily_cap', 'settle: short', 'claim: mismatch']) {
+      for (const seen of [
+        'reserve: taken', 'reserve: insufficient_credits', 'reserve: daily_cap', 'reserve: rate_limit', 'settle: short', 'claim: mismatch',
+      ]) {
         assert.ok((report.outcomes[seen] ?? 0) > 0, `no "${seen}" in ${JSON.stringify(report.outcomes)}`);
       }
     });
