@@ -235,8 +235,10 @@ class Generator {
       return next - this.now + this.rnd.int(-1, 2000) + (next - this.now <= 1 ? 2 : 0);
     }
     if (how === 'expiry') {
+      // Past expiries are dropped: a long run keeps only those still ahead.
       const ahead = this.expiries.filter((e) => e > this.now);
-      if (ahead.length > 0) return Math.min(...ahead) - this.now + this.rnd.int(0, 1);
+      this.expiries.splice(0, this.expiries.length, ...ahead);
+      if (ahead.length > 0) return ahead.reduce((a, b) => Math.min(a, b)) - this.now + this.rnd.int(0, 1);
       return this.rnd.int(1, 3000);
     }
     return this.rnd.int(DAY_MS, DAY_MS + 3_600_000);
