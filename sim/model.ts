@@ -31,6 +31,7 @@ export interface MKey {
   name: string; id: string; account: string; lim: number | null; rpm: number | null;
   /** Rate limit: the earliest time the next request is due (GCRA's theoretical arrival time). */
   tat: number;
+  /** What the key settled on the current UTC day only (earlier days never change again; the store's are checked on their own). */
   held: number; spent: Record<string, number>; revoked: boolean;
 }
 export type ResState = 'held' | 'settled' | 'released' | 'lapsed';
@@ -50,8 +51,9 @@ export interface ModelState {
 
 export class Model {
   /**
-   * @param archive Settled and released reservations: they never change again,
-   * so every trial copy of the model shares them instead of copying them.
+   * @param archive Closed (settled, released) and lapsed reservations, shared by
+   * every trial copy of the model instead of copied; only a lapsed one changes
+   * again (a late settle), and that settle works on a copy of it.
    */
   constructor(public s: ModelState = { accounts: {}, keys: {}, res: {} }, readonly archive = new Map<string, MRes>()) {}
 
@@ -66,7 +68,7 @@ export class Model {
       if (acc.earned.some((g) => g.balance === 0 && g.held === 0)) acc.earned = acc.earned.filter((g) => g.balance > 0 || g.held > 0);
     }
     for (const r of Object.values(this.s.res)) {
-      if (r.state === 'settled' || r.state === 'released') {
+      if (r.state !== 'held') {
         this.archive.set(r.name, r);
         delete this.s.res[r.name];
       }
@@ -198,6 +200,8 @@ export class Model {
   }
 
   settle(r: string, credits: number, respond: boolean, now: number): Outcome {
+    const archived = this.s.res[r] ? undefined : this.archive.get(r);
+    if (archived?.state === 'lapsed') this.s.res[r] = structuredClone(archived);
     const res = this.reservation(r)!;
     const acc = this.s.accounts[res.account]!;
     const key = this.s.keys[res.key]!;
@@ -228,7 +232,7 @@ export class Model {
     const charged = Math.max(0, Math.min(credits, capRoom)) - left;
     this.expire(acc, now);
     if (holding) key.held -= res.amount;
-    key.spent[today] = (key.spent[today] ?? 0) + charged;
+    key.spent = { [today]: (key.spent[today] ?? 0) + charged };
     res.state = 'settled';
     res.charged = charged;
     acc.charged += charged;

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import type { Database } from 'better-sqlite3';
+import type { Database, Statement } from 'better-sqlite3';
 import { Client, Pool } from 'pg';
 import type { Clock } from '../src/clock.js';
 import { numericTypes } from '../src/store/postgres/database.js';
@@ -81,10 +81,16 @@ function sqliteBase(parent = tmpdir()): Base {
   const path = join(dir, 'sim.db');
   let raw: Database | null = null;
   const db = () => (raw ??= new BetterSqlite3(path));
+  const statements = new Map<string, Statement>();
+  const statement = (sql: string) => {
+    let s = statements.get(sql);
+    if (!s) statements.set(sql, (s = db().prepare(sql)));
+    return s;
+  };
   return {
     url: `sqlite:${path}`,
     async rows<T>(sql: string, ...params: unknown[]) {
-      return db().prepare(sql).all(...params) as T[];
+      return statement(sql).all(...params) as T[];
     },
     async contend<T>(ms: number, _accountId: string, op: () => Promise<T>) {
       db().prepare('BEGIN IMMEDIATE').run();
