@@ -185,6 +185,9 @@ export const SQL = {
       delivered_credits = GREATEST(delivered_credits, $3), delivered_prompt_tokens = GREATEST(delivered_prompt_tokens, $4),
       delivered_completion_tokens = GREATEST(delivered_completion_tokens, $5), routed_model = $6
     WHERE id = $1 AND state = 'held'`,
+  // What the account owns now (expired earned credits count only for what is still held on them).
+  ownedNow: `SELECT COALESCE(SUM(CASE WHEN expires_at IS NULL OR expires_at > $2 THEN balance ELSE held END), 0)::bigint AS owned
+    FROM grants WHERE account_id = $1`,
   // Both renewals above for many reservations at once, column by column (delivered figures null when nothing was).
   renewMany: `UPDATE reservations r SET lease_until = v.lease,
       delivered_credits = GREATEST(r.delivered_credits, COALESCE(v.credits, 0)),

@@ -262,7 +262,11 @@ export class PostgresMetering {
   /** Charges an open (held or lapsed) reservation, locked by `open`, and closes it; a closed one answers what it was charged. */
   private async settleOpen(c: PoolClient, res: OpenRow, request: SettleRequest, now: number, commit = false): Promise<SettleResult> {
     if (res.state === 'settled' || res.state === 'released') {
-      return { charged: res.charged, shortfall: 0, balanceRemaining: res.owned };
+      // The statement that found it closed may have waited for the settle that closed it, and READ
+      // COMMITTED read the grants (not locked: nothing to change) as they were when it began. A
+      // statement of its own sees the balance that settle left (the simulator caught the stale one).
+      const owned = (await run<{ owned: number }>(c, 'ownedNow', [res.account_id, now])).rows[0]?.owned ?? 0;
+      return { charged: res.charged, shortfall: 0, balanceRemaining: owned };
     }
     const today = utcDay(new Date(now));
     // A reservation whose lease lapsed while its request still ran was let go by a
