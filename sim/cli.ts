@@ -87,7 +87,17 @@ function printReport(report: RunReport): void {
   console.log(`answers: ${Object.entries(report.outcomes).sort().map(([name, n]) => `${name} ${n}`).join(', ')}`);
 }
 
-main().then((code) => { process.exitCode = code; }, (err: unknown) => {
-  console.error(err);
-  process.exitCode = 2;
-});
+const USAGE = `usage: npm run sim -- --seed N --ops M --store sqlite|postgres [--instances K] [--verify-every N]
+         [--check-every N] [--shrink-seconds S] [--crashes C] [--dir D] [--out FILE]
+       npm run sim -- --replay FILE [--store sqlite|postgres]
+PostgreSQL is taken from DATABASE_URL. Exit code 0: no invariant broke; 1: one did; 2: bad usage or a failure.`;
+
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  console.log(USAGE);
+} else {
+  main().then((code) => { process.exitCode = code; }, (err: unknown) => {
+    const usage = (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') || /^--\S+ must/.test((err as Error).message);
+    console.error(usage ? `sim: ${(err as Error).message}\n${USAGE}` : err);
+    process.exitCode = 2;
+  });
+}
