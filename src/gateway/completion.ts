@@ -309,14 +309,15 @@ export class CompletionService {
   }
 
   private failoverOptions(signal: AbortSignal) {
+    const traced = failoverMetrics(this.deps.metrics);
     return {
       signal,
       firstByteTimeoutMs: this.deps.firstByteTimeoutMs,
       hedgeAfterMs: this.deps.hedgeAfterMs,
       breaker: this.deps.breaker,
-      ...failoverMetrics(this.deps.metrics),
+      ...traced,
       onAttempt: (c: Candidate, outcome: 'ok' | UpstreamError['failure'], elapsedMs: number) => {
-        failoverMetrics(this.deps.metrics).onAttempt?.(c, outcome, elapsedMs);
+        traced.onAttempt?.(c, outcome, elapsedMs);
         // A client that went away says nothing of the upstream.
         if (outcome !== 'aborted') this.deps.upstreamStats.record(c.upstream, outcome === 'ok', elapsedMs);
       },
