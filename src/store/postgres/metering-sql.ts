@@ -28,6 +28,12 @@ function grantsJson(holdsOf: string): string {
     FROM locked_grants g LEFT JOIN reservation_holds h ON h.grant_id = g.id AND h.reservation_id = ${holdsOf}), '[]'::json)`;
 }
 
+/** What an account owns at `now`: expired earned credits count only for what is still held on them. */
+function owned(account: string, now: string): string {
+  return `SELECT COALESCE(SUM(CASE WHEN expires_at IS NULL OR expires_at > ${now} THEN balance ELSE held END), 0)
+    FROM grants WHERE account_id = ${account}`;
+}
+
 const GRANT_COLUMNS = `id, kind, balance, held, expires_at, created_at`;
 const KEY_COLUMNS = `id, daily_credit_limit AS lim, held, rate_limit_rpm AS rpm, rate_tat AS tat`;
 const RESERVATION_COLUMNS = `id, account_id, key_id, model, amount, day, state, charged, idempotency_key,
@@ -88,8 +94,7 @@ export const SQL = {
         AND (SELECT count(*) FROM locked_key) >= 0 FOR NO KEY UPDATE)
     SELECT r.*, k.lim, k.held AS key_held, COALESCE((SELECT spent FROM locked_day), 0) AS spent,
       ${grantsJson('r.id')} AS grants,
-      (SELECT COALESCE(SUM(CASE WHEN expires_at IS NULL OR expires_at > $3 THEN balance ELSE held END), 0)
-        FROM grants WHERE account_id = r.account_id) AS owned
+      (${owned('r.account_id', '$3')}) AS owned
     FROM res r LEFT JOIN locked_key k ON true`,
 
   /** Expiry sweep: account $1's grants by id, locked and read. */
@@ -185,9 +190,8 @@ export const SQL = {
       delivered_credits = GREATEST(delivered_credits, $3), delivered_prompt_tokens = GREATEST(delivered_prompt_tokens, $4),
       delivered_completion_tokens = GREATEST(delivered_completion_tokens, $5), routed_model = $6
     WHERE id = $1 AND state = 'held'`,
-  // What the account owns now (expired earned credits count only for what is still held on them).
-  ownedNow: `SELECT COALESCE(SUM(CASE WHEN expires_at IS NULL OR expires_at > $2 THEN balance ELSE held END), 0)::bigint AS owned
-    FROM grants WHERE account_id = $1`,
+  // What the account owns now, read by a statement of its own.
+  ownedNow: `SELECT (${owned('$1', '$2')})::bigint AS owned`,
   // Both renewals above for many reservations at once, column by column (delivered figures null when nothing was).
   renewMany: `UPDATE reservations r SET lease_until = v.lease,
       delivered_credits = GREATEST(r.delivered_credits, COALESCE(v.credits, 0)),
