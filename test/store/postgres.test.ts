@@ -190,7 +190,7 @@ describePostgres('PostgreSQL migrations', () => {
     const schema = await emptyPostgresSchema();
     const stores = await Promise.all([1, 2, 3].map(() => PostgresStore.open(schema.url)));
     try {
-      assert.deepEqual(await Promise.all(stores.map((s) => s.schemaVersion())), [3, 3, 3]);
+      assert.deepEqual(await Promise.all(stores.map((s) => s.schemaVersion())), [4, 4, 4]);
       const first = stores[0]!;
       const account = await first.createAccount('one');
       assert.deepEqual((await stores[2]!.getAccount(account.id))?.name, 'one');

@@ -31,7 +31,7 @@ function grantsJson(holdsOf: string): string {
 /** What an account owns at `now`: expired earned credits count only for what is still held on them. */
 function owned(account: string, now: string): string {
   return `SELECT COALESCE(SUM(CASE WHEN expires_at IS NULL OR expires_at > ${now} THEN balance ELSE held END), 0)
-    FROM grants WHERE account_id = ${account}`;
+    FROM grants WHERE account_id = ${account} AND balance > 0`;
 }
 
 const GRANT_COLUMNS = `id, kind, balance, held, expires_at, created_at`;

@@ -144,4 +144,13 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE api_keys ADD COLUMN rate_limit_rpm INTEGER NULL CHECK (rate_limit_rpm IS NULL OR rate_limit_rpm > 0);
   ALTER TABLE api_keys ADD COLUMN rate_tat DOUBLE PRECISION NOT NULL DEFAULT 0;
   `,
+  // 4: an account's spent grants stay in the table (the ledger points at them) but out of
+  // every metering read: those read the live ones (balance > 0) through their own index,
+  // and the sweeper finds earned credits past their expiry without reading every grant.
+  // grants_by_account served those reads and nothing else: it read the spent grants too.
+  `
+  DROP INDEX grants_by_account;
+  CREATE INDEX grants_live ON grants(account_id, id) WHERE balance > 0;
+  CREATE INDEX grants_lapsing ON grants(expires_at) WHERE kind = 'earned' AND balance > held;
+  `,
 ];

@@ -97,7 +97,7 @@ export class PostgresStore implements Store {
         COALESCE(SUM(CASE WHEN kind = 'purchased' THEN balance ELSE 0 END), 0) AS purchased,
         MIN(CASE WHEN kind = 'earned' AND expires_at > $2 AND balance > 0 THEN expires_at END) AS expires_at,
         COALESCE(SUM(held), 0) AS reserved
-      FROM grants WHERE account_id = $1`, [accountId, this.now().getTime()]);
+      FROM grants WHERE account_id = $1 AND balance > 0`, [accountId, this.now().getTime()]);
     const row = rows[0] ?? { earned: 0, purchased: 0, expires_at: null, reserved: 0 };
     return {
       earned: row.earned,

@@ -64,12 +64,12 @@ const SPENDING_ORDER = `ORDER BY (g.kind = 'purchased'), g.expires_at, g.created
 function prepareStatements(db: Database) {
   return {
     lapsed: db.prepare(`SELECT id, balance, held FROM grants
-      WHERE account_id = ? AND kind = 'earned' AND expires_at <= ? AND balance > held`),
+      WHERE account_id = ? AND balance > 0 AND kind = 'earned' AND expires_at <= ? AND balance > held`),
     lapsedAll: db.prepare(`SELECT id, account_id, balance, held FROM grants
       WHERE kind = 'earned' AND expires_at <= ? AND balance > held LIMIT 1000`),
     expire: db.prepare(`UPDATE grants SET balance = held WHERE id = ? AND balance = ? AND held = ?`),
     spendable: db.prepare(`SELECT g.id, g.balance, g.held FROM grants g
-      WHERE g.account_id = ? AND g.balance > g.held AND (g.expires_at IS NULL OR g.expires_at > ?) ${SPENDING_ORDER}`),
+      WHERE g.account_id = ? AND g.balance > 0 AND g.balance > g.held AND (g.expires_at IS NULL OR g.expires_at > ?) ${SPENDING_ORDER}`),
     keyCap: db.prepare(`SELECT k.daily_credit_limit AS lim, k.held, COALESCE(d.spent, 0) AS spent, k.rate_limit_rpm AS rpm, k.rate_tat AS tat
       FROM api_keys k LEFT JOIN key_days d ON d.key_id = k.id AND d.day = ? WHERE k.id = ?`),
     // The cap: today's settled credits plus every hold in flight plus the new one.
@@ -102,7 +102,7 @@ function prepareStatements(db: Database) {
     payable: db.prepare(`SELECT g.id, COALESCE(h.amount, 0) AS own,
         CASE WHEN g.expires_at IS NULL OR g.expires_at > @now THEN g.balance - g.held ELSE 0 END AS free
       FROM grants g LEFT JOIN reservation_holds h ON h.grant_id = g.id AND h.reservation_id = @reservation AND @holding = 1
-      WHERE g.account_id = @account
+      WHERE g.account_id = @account AND g.balance > 0
         AND (h.amount IS NOT NULL OR ((g.expires_at IS NULL OR g.expires_at > @now) AND g.balance > g.held))
       ${SPENDING_ORDER}`),
     // Lifts the hold and charges; beyond the hold only from free credits of an unexpired grant.
@@ -136,7 +136,7 @@ function prepareStatements(db: Database) {
       (reservation_id, account_id, key_id, model, routed_model, prompt_tokens, completion_tokens, credits, settled_at)
       VALUES (@id, @account, @key, @model, @routed, @prompt, @completion, @credits, @now)`),
     owned: db.prepare(`SELECT COALESCE(SUM(CASE WHEN expires_at IS NULL OR expires_at > ? THEN balance ELSE held END), 0) AS owned
-      FROM grants WHERE account_id = ?`),
+      FROM grants WHERE account_id = ? AND balance > 0`),
   };
 }
 

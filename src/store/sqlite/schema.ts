@@ -130,4 +130,18 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE api_keys ADD COLUMN rate_limit_rpm INTEGER CHECK (rate_limit_rpm IS NULL OR rate_limit_rpm > 0);
   ALTER TABLE api_keys ADD COLUMN rate_tat INTEGER NOT NULL DEFAULT 0;
   `,
+  // 4: an account's spent grants stay in the table (the ledger points at them) but out of
+  // every metering read: those read the live ones (balance > 0) through their own index,
+  // and the sweeper finds earned credits past their expiry without reading every grant.
+  // grants_by_account served those reads and nothing else: it read the spent grants too.
+  // The last three are PostgreSQL's since version 1: without them verifyLedger read every
+  // hold, open reservation and ledger entry once per grant, key and settled reservation.
+  `
+  DROP INDEX grants_by_account;
+  CREATE INDEX grants_live ON grants(account_id, id) WHERE balance > 0;
+  CREATE INDEX grants_lapsing ON grants(expires_at) WHERE kind = 'earned' AND balance > held;
+  CREATE INDEX reservation_holds_by_grant ON reservation_holds(grant_id);
+  CREATE INDEX reservations_held_by_key ON reservations(key_id) WHERE state = 'held';
+  CREATE INDEX ledger_by_reservation ON ledger(reservation_id);
+  `,
 ];

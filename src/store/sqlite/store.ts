@@ -130,7 +130,7 @@ export class SqliteStore implements Store {
         COALESCE(SUM(CASE WHEN kind = 'purchased' THEN balance ELSE 0 END), 0) AS purchased,
         MIN(CASE WHEN kind = 'earned' AND expires_at > @now AND balance > 0 THEN expires_at END) AS expires_at,
         COALESCE(SUM(held), 0) AS reserved
-      FROM grants WHERE account_id = @account`).get({ now, account: accountId }) as
+      FROM grants WHERE account_id = @account AND balance > 0`).get({ now, account: accountId }) as
       { earned: number; purchased: number; expires_at: number | null; reserved: number };
     return {
       earned: row.earned,
