@@ -43,15 +43,21 @@ export async function storeSnapshot(target: Target, store: Store, model: Model, 
     const [b, grants, keys, days, res, holds, claims, named] = await Promise.all([
       store.balances(id),
       target.rows<GrantRow>('SELECT id, kind, balance, held, expires_at FROM grants WHERE account_id = ? AND balance > 0', id),
-      target.rows<KeyRow>('SELECT id, held, revoked_at, daily_credit_limit FROM api_keys WHERE account_id = ?', id),
+      // A revoked key with nothing held and nothing settled today shows the same on both sides
+      // ({held 0, revoked, no days}) whatever it did before, so each side leaves such keys out.
+      target.rows<KeyRow>(`SELECT id, held, revoked_at, daily_credit_limit FROM api_keys k WHERE account_id = ?
+        AND (revoked_at IS NULL OR held <> 0 OR EXISTS (SELECT 1 FROM key_days d WHERE d.key_id = k.id AND d.day = ? AND d.spent <> 0))`,
+      id, utcDay(new Date(now))),
       target.rows<DayRow>(`SELECT d.key_id, d.day, d.spent FROM key_days d JOIN api_keys k ON k.id = d.key_id
         WHERE k.account_id = ? AND d.day = ? AND d.spent > 0`, id, utcDay(new Date(now))),
-      target.rows<ResRow>(`SELECT id, state, charged FROM reservations WHERE account_id = ? AND state = 'held'`, id),
+      // By key: open reservations have an index per key (reservations_held_by_key), none per account.
+      target.rows<ResRow>(`SELECT id, state, charged FROM reservations
+        WHERE state = 'held' AND key_id IN (SELECT id FROM api_keys WHERE account_id = ?)`, id),
       // Which grants each open reservation holds: equal totals can hide holds taken in another order.
       target.rows<{ reservation_id: string; grant_id: string; kind: string; amount: number }>(`
         SELECT h.reservation_id, h.grant_id, g.kind, h.amount FROM reservation_holds h
         JOIN reservations r ON r.id = h.reservation_id JOIN grants g ON g.id = h.grant_id
-        WHERE r.account_id = ? AND r.state = 'held'`, id),
+        WHERE r.state = 'held' AND r.key_id IN (SELECT id FROM api_keys WHERE account_id = ?)`, id),
       target.rows<ClaimRow>('SELECT key, fingerprint, state, reservation_id FROM idempotency_keys WHERE account_id = ?', id),
       names.length === 0 ? Promise.resolve([]) : target.rows<ResRow>(
         `SELECT id, state, charged FROM reservations WHERE account_id = ? AND id IN (${names.map(() => '?').join(', ')})`, id, ...names),
@@ -108,13 +114,15 @@ export function modelSnapshot(model: Model, accounts: string[], names: string[],
     const balances = model.balances(name, now);
     const earned: Record<string, [number, number]> = {};
     for (const g of acc.earned) if (g.balance > 0 || g.held > 0) earned[g.id] = [g.balance, g.held];
-    const keys = Object.values(model.s.keys).filter((k) => k.account === name);
+    const today = utcDay(new Date(now));
+    const keys = Object.values(model.s.keys)
+      .filter((k) => k.account === name && (!k.revoked || k.held !== 0 || (k.spent[today] ?? 0) !== 0));
     const res = model.reservations(name, names);
     out[name] = {
       balances, earned, purchased: [acc.purchased.balance, acc.purchased.held],
       keys: Object.fromEntries(keys.map((k) => [k.name, {
         held: k.held, revoked: k.revoked,
-        days: Object.fromEntries(Object.entries(k.spent).filter(([day, v]) => v > 0 && day === utcDay(new Date(now))).sort()),
+        days: Object.fromEntries(Object.entries(k.spent).filter(([day, v]) => v > 0 && day === today).sort()),
       }]).sort()),
       res: Object.fromEntries(res.map((r) => [r.name, r.state === 'held' ? [r.state, r.charged, r.holds] : [r.state, r.charged]]).sort()),
       claims: Object.fromEntries(Object.entries(acc.claims).map(([key, c]) => [key, [c.fp, c.state, c.res]]).sort()),

@@ -38,11 +38,17 @@ export type OpName = Op['t'];
 export const START = Date.parse('2026-11-21T22:00:00Z');
 const DAY_MS = 86_400_000;
 const LEASE_MS = 30_000;
+/**
+ * Unrevoked keys an account may have: a new key beyond it replaces none, it is not made.
+ * Keys are never deleted, so without a bound a long run's accounts pile up thousands of them
+ * and every step's snapshot grows with them; with it, new keys come only after revocations.
+ */
+const LIVE_KEYS_PER_ACCOUNT = 8;
 /** Divisors of a minute, so that GCRA's emission interval is a whole number of milliseconds. */
 const RPMS = [1, 1, 2, 2, 3, 4, 5, 6, 10, 12, 20, 30, 60];
 const PRICES: Array<[number, number]> = [[1000, 1000], [500, 2000], [2000, 3000], [250, 750]];
 
-interface GenKey { k: string; a: string; rpm: number | null }
+interface GenKey { k: string; a: string; rpm: number | null; revoked: boolean }
 
 /** Generates `count` operations (a batch counts as one) from `seed`, with `instances` instances. */
 export function generate(seed: number, count: number, instances: number): Op[] {
@@ -90,10 +96,11 @@ class Generator {
   }
 
   private newKey(a: string): void {
+    if (this.keys.filter((key) => key.a === a && !key.revoked).length >= LIVE_KEYS_PER_ACCOUNT) return;
     const k = this.name('k');
     const lim = this.rnd.chance(0.5) ? null : this.rnd.int(0, 40) * 10;
     const rpm = this.rnd.chance(0.6) ? null : this.rnd.pick(RPMS);
-    this.keys.push({ k, a, rpm });
+    this.keys.push({ k, a, rpm, revoked: false });
     this.ops.push({ t: 'key', k, a, lim, rpm });
   }
 
@@ -105,7 +112,13 @@ class Generator {
     return { t: 'grant', a, kind, amount: this.rnd.int(1, 300), ttlMs };
   }
 
-  private reserve(key: GenKey = this.rnd.pick(this.keys)): Extract<Op, { t: 'reserve' }> {
+  /** Mostly a key still in use; now and then any key, a revoked one included. */
+  private anyKey(): GenKey {
+    const live = this.keys.filter((key) => !key.revoked);
+    return this.rnd.pick(live.length > 0 && this.rnd.chance(0.9) ? live : this.keys);
+  }
+
+  private reserve(key: GenKey = this.anyKey()): Extract<Op, { t: 'reserve' }> {
     const r = this.name('r');
     this.open.push(r);
     if (this.open.length > 16) this.closed.push(...this.open.splice(0, 1));
@@ -194,8 +207,8 @@ class Generator {
       }
       case 'burst': {
         // Requests from one key in quick succession, across instances: its rate_limit_rpm decides.
-        const limited = this.keys.filter((key) => key.rpm !== null);
-        const key = this.rnd.pick(limited.length > 0 && this.rnd.chance(0.8) ? limited : this.keys);
+        const limited = this.keys.filter((key) => key.rpm !== null && !key.revoked);
+        const key = limited.length > 0 && this.rnd.chance(0.8) ? this.rnd.pick(limited) : this.anyKey();
         const n = this.rnd.int(2, 8);
         for (let j = 0; j < n; j++) {
           const op = this.reserve(key);
@@ -213,7 +226,12 @@ class Generator {
           t: 'claim', a: this.rnd.pick(this.accounts), key: `idem-${this.rnd.int(0, 3)}`, fp: this.rnd.pick(['fp-a', 'fp-b']), i: this.inst(),
         });
         return;
-      case 'revoke': this.ops.push({ t: 'revoke', k: this.rnd.pick(this.keys).k, i: this.inst() }); return;
+      case 'revoke': {
+        const key = this.anyKey();
+        key.revoked = true;
+        this.ops.push({ t: 'revoke', k: key.k, i: this.inst() });
+        return;
+      }
       case 'key': this.newKey(this.rnd.pick(this.accounts)); return;
       case 'account': if (this.accounts.length < 6) this.newAccount(); return;
       case 'batch': this.ops.push(this.batch()); return;
