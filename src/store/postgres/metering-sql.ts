@@ -191,6 +191,7 @@ export const SQL = {
       delivered_completion_tokens = GREATEST(delivered_completion_tokens, $5), routed_model = $6
     WHERE id = $1 AND state = 'held'`,
   // What the account owns now, read by a statement of its own.
+  daySpent: `SELECT COALESCE((SELECT spent FROM key_days WHERE key_id = $1 AND day = $2), 0)::bigint AS spent`,
   ownedNow: `SELECT (${owned('$1', '$2')})::bigint AS owned`,
   // Both renewals above for many reservations at once, column by column (delivered figures null when nothing was).
   renewMany: `UPDATE reservations r SET lease_until = v.lease,

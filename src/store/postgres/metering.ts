@@ -126,10 +126,19 @@ export class PostgresMetering {
       const available = spendable.reduce((sum, g) => sum + g.balance - g.held, 0);
       // The rate limit first; a request counts against it only once its reservation is taken.
       const pace = admitRequest(key.rpm, key.tat, now);
-      const capRemaining = key.lim === null ? null : Math.max(0, key.lim - key.spent - key.held);
-      const decision: ReserveOutcome = pace.ok
-        ? plan({ available, capRemaining })
+      const capRemaining = (spent: number) => (key.lim === null ? null : Math.max(0, key.lim - spent - key.held));
+      let decision: ReserveOutcome = pace.ok
+        ? plan({ available, capRemaining: capRemaining(key.spent) })
         : { ok: false, reason: 'rate_limit', message: pace.message, retryAfterSeconds: pace.retryAfterSeconds };
+      if (!decision.ok && pace.ok && key.lim !== null && key.spent === 0) {
+        // The day's row may be the first settlement of the day, committed while the locking
+        // statement waited: READ COMMITTED shows it the key as that settle left it, but not the
+        // new row. A taken hold is guarded in SQL (a stale day is retried); a refusal writes
+        // nothing, so its reason is decided again on a read of its own (the simulator saw
+        // insufficient_credits where the cap was the reason).
+        const spent = (await run<{ spent: number }>(c, 'daySpent', [request.keyId, day])).rows[0]?.spent ?? 0;
+        if (spent !== 0) decision = plan({ available, capRemaining: capRemaining(spent) });
+      }
       if (!decision.ok) {
         if (changes.grantCount > 0) await this.changeGrants(c, request.accountId, now, changes);
         return decision;
