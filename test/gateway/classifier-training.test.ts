@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { HELD_OUT_SHARE, readCorpus, split } from '../../src/gateway/auto/corpus.js';
 import { AutoModelError, CLASSES, DEFAULT_MODEL_URL, loadAutoModel } from '../../src/gateway/auto/model.js';
-import { train } from '../../src/gateway/auto/train.js';
+import { STRUCTURAL } from '../../src/gateway/auto/features.js';
+import { train, TRAINING } from '../../src/gateway/auto/train.js';
 
 describe('svc-auto training', () => {
   const corpus = readCorpus();
@@ -28,7 +29,9 @@ describe('svc-auto training', () => {
     const model = loadAutoModel();
     assert.equal(model.file.corpus.sha256, corpus.sha256);
     assert.equal(model.file.corpus.prompts, corpus.prompts.length);
-    assert.ok(readFileSync(DEFAULT_MODEL_URL).length < 400 * 1024);
+    // Hundreds of KB, not megabytes: the kept features (TRAINING.keep) bound it, whatever the hash size.
+    assert.ok(readFileSync(DEFAULT_MODEL_URL).length < 600 * 1024);
+    assert.equal(Buffer.from(model.file.kept, 'base64').length / 4, TRAINING.keep + STRUCTURAL.length);
   });
 
   it('splits once: held-out and training are disjoint, each class at least 20% held out', () => {
@@ -57,10 +60,12 @@ describe('loading the weights file', () => {
 
   it('refuses a file that is not JSON, not a model, or truncated', () => {
     const good = JSON.parse(readFileSync(DEFAULT_MODEL_URL, 'utf8')) as { weights: string; features: { hashBits: number } };
+    const descending = Buffer.from(Uint32Array.from([5, 3]).buffer).toString('base64');
     const cases: Array<[string, string, RegExp]> = [
       ['broken.json', '{"format": ', /broken\.json: .*JSON/],
       ['other.json', '{"hello": "world"}', /other\.json: not an svc-auto model file/],
       ['short.json', JSON.stringify({ ...good, weights: good.weights.slice(0, 100) }), /short\.json: weights hold \d+ bytes/],
+      ['order.json', JSON.stringify({ ...good, kept: descending, weights: Buffer.alloc(12).toString('base64') }), /order\.json: kept feature 1 is 3: not ascending/],
       ['features.json', JSON.stringify({ ...good, features: { ...good.features, hashBits: 12 } }), /features\.json: .*other features/],
     ];
     for (const [name, text, pattern] of cases) {

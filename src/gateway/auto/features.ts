@@ -21,7 +21,7 @@
  */
 import type { ChatMessage } from '../../providers/types.js';
 
-export const HASH_BITS = 15;
+export const HASH_BITS = 18;
 export const BUCKETS = 1 << HASH_BITS;
 export const LAST_HEAD_CHARS = 6_000;
 export const LAST_TAIL_CHARS = 2_000;
@@ -29,7 +29,7 @@ export const CONTEXT_MESSAGE_CHARS = 1_500;
 export const CONTEXT_TOTAL_CHARS = 4_500;
 export const CONTEXT_MESSAGES = 16;
 /** Each namespace's weight (its entries' values are weight/√count). */
-export const WEIGHTS = { word: 1, gram: 1, edge: 1, context: 0.5, structural: 1 } as const;
+export const WEIGHTS = { word: 1, gram: 0.5, edge: 1, context: 0.5, structural: 1 } as const;
 /** How many words at each end of the last user message are the ask's edge words. */
 export const EDGE_WORDS = 12;
 export const GRAM_MIN = 3;

@@ -1,7 +1,9 @@
 /**
  * svc-auto's weights file (`data/auto/model.json`): what the training script writes and
- * the gateway loads once at boot. Weights are int16, one scale per class, stored as
- * base64 (little-endian), so the file stays a few hundred KB.
+ * the gateway loads once at boot. Only the features training kept are stored (their
+ * indices as uint32, ascending), each with its three weights as int16, one scale per
+ * class, all base64 (little-endian), so the file stays a few hundred KB however many
+ * buckets the features hash into. Loaded, the weights are dense (float32) for lookup.
  */
 import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
@@ -14,7 +16,7 @@ import {
 export const CLASSES = ['simple', 'code', 'complex'] as const;
 export type PromptClass = (typeof CLASSES)[number];
 export const MODEL_FORMAT = 'svc-auto/logistic-regression';
-export const MODEL_VERSION = 1;
+export const MODEL_VERSION = 2;
 export const DEFAULT_MODEL_URL = new URL('../../../data/auto/model.json', import.meta.url);
 
 /** The extractor's settings, stored in the file: a model trained on other features is refused. */
@@ -58,20 +60,24 @@ const modelFileSchema = z.object({
   corpus: z.object({ sha256: z.string(), prompts: z.number().int(), training: z.number().int(), heldOut: z.number().int() }),
   training: z.object({
     seed: z.number().int(), epochs: z.number().int(), learningRate: z.number(), l2: z.number(), folds: z.number().int(),
+    keep: z.number().int().positive(),
   }),
   /** Top-two probabilities closer than this: the model is unsure (chosen by cross-validation on training data). */
   margin: z.number().min(0).max(1),
   crossValidation: evaluationSchema,
   heldOut: evaluationSchema,
   scales: z.array(z.number().positive()).length(CLASSES.length),
+  /** The kept features' indices, uint32 ascending. */
+  kept: z.string(),
+  /** Their weights, CLASSES.length int16 per kept feature, in the order of `kept`. */
   weights: z.string(),
 });
 export type ModelFile = z.infer<typeof modelFileSchema>;
 
-/** A loaded model: weights[f * CLASSES.length + c]. */
+/** A loaded model: weights[f * CLASSES.length + c], zero for every feature not kept. */
 export interface AutoModel {
   file: ModelFile;
-  weights: Float64Array;
+  weights: Float32Array;
   margin: number;
 }
 
@@ -79,29 +85,43 @@ export class AutoModelError extends Error {
   override name = 'AutoModelError';
 }
 
-/** int16 per weight, scale per class; what the file stores. */
-export function quantize(weights: Float64Array): { scales: number[]; data: string } {
-  const bytes = Buffer.alloc(weights.length * 2);
+/** What the file stores of `weights`: the `kept` features (ascending), int16 per weight, a scale per class. */
+export function quantize(weights: Float64Array, kept: readonly number[]): { scales: number[]; kept: string; data: string } {
+  const index = Buffer.alloc(kept.length * 4);
+  kept.forEach((f, k) => index.writeUInt32LE(f, k * 4));
+  const bytes = Buffer.alloc(kept.length * CLASSES.length * 2);
   const scales = CLASSES.map((_c, c) => {
     let max = 0;
-    for (let f = 0; f < DIMENSIONS; f++) max = Math.max(max, Math.abs(weights[f * CLASSES.length + c] ?? 0));
+    for (const f of kept) max = Math.max(max, Math.abs(weights[f * CLASSES.length + c] ?? 0));
     const scale = Number(((max || 1) / 32_767).toPrecision(8));
-    for (let f = 0; f < DIMENSIONS; f++) {
+    kept.forEach((f, k) => {
       const q = Math.max(-32_767, Math.min(32_767, Math.round((weights[f * CLASSES.length + c] ?? 0) / scale)));
-      bytes.writeInt16LE(q, (f * CLASSES.length + c) * 2);
-    }
+      bytes.writeInt16LE(q, (k * CLASSES.length + c) * 2);
+    });
     return scale;
   });
-  return { scales, data: bytes.toString('base64') };
+  return { scales, kept: index.toString('base64'), data: bytes.toString('base64') };
 }
 
-export function dequantize(scales: readonly number[], data: string): Float64Array {
+/** The dense weights of a file's kept features and their int16 weights. */
+export function dequantize(scales: readonly number[], kept: string, data: string): Float32Array {
+  const index = Buffer.from(kept, 'base64');
   const bytes = Buffer.from(data, 'base64');
-  if (bytes.length !== CLASSES.length * DIMENSIONS * 2) {
-    throw new AutoModelError(`weights hold ${bytes.length} bytes, expected ${CLASSES.length * DIMENSIONS * 2}`);
+  if (index.length % 4 !== 0) throw new AutoModelError(`kept holds ${index.length} bytes, not whole uint32s`);
+  const count = index.length / 4;
+  if (bytes.length !== count * CLASSES.length * 2) {
+    throw new AutoModelError(`weights hold ${bytes.length} bytes, expected ${count * CLASSES.length * 2} for ${count} kept features`);
   }
-  const weights = new Float64Array(CLASSES.length * DIMENSIONS);
-  for (let i = 0; i < weights.length; i++) weights[i] = bytes.readInt16LE(i * 2) * (scales[i % CLASSES.length] ?? 0);
+  const weights = new Float32Array(CLASSES.length * DIMENSIONS);
+  let previous = -1;
+  for (let k = 0; k < count; k++) {
+    const f = index.readUInt32LE(k * 4);
+    if (f <= previous || f >= DIMENSIONS) throw new AutoModelError(`kept feature ${k} is ${f}: not ascending within 0..${DIMENSIONS - 1}`);
+    previous = f;
+    for (let c = 0; c < CLASSES.length; c++) {
+      weights[f * CLASSES.length + c] = bytes.readInt16LE((k * CLASSES.length + c) * 2) * (scales[c] ?? 0);
+    }
+  }
   return weights;
 }
 
@@ -117,7 +137,7 @@ export function modelFromFile(source: unknown): AutoModel {
     throw new AutoModelError('it was trained with other features than this build extracts: run `npm run train:auto`');
   }
   if (BUCKETS + STRUCTURAL.length !== DIMENSIONS) throw new AutoModelError('inconsistent feature dimensions');
-  return { file, weights: dequantize(file.scales, file.weights), margin: file.margin };
+  return { file, weights: dequantize(file.scales, file.kept, file.weights), margin: file.margin };
 }
 
 /** Reads and checks the weights file; every failure is one AutoModelError naming the file. */

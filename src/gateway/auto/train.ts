@@ -3,10 +3,13 @@
  *
  * Multinomial logistic regression, per-example SGD with AdaGrad steps and L2 on the
  * weights each step touches; a fixed seed orders the examples of each epoch (no
- * Math.random, no clock). The hyper-parameters and the unsure margin were chosen by
- * k-fold cross-validation on the training set only; the held-out set is only scored.
+ * Math.random, no clock). Then only the `keep` features with the largest weights stay
+ * (and every structural one): most hashed buckets carry noise, and the file stays small.
+ * The hyper-parameters and the unsure margin were chosen by k-fold cross-validation on
+ * the training set only (cross-validation prunes each fold's model as the shipped one
+ * is pruned); the held-out set is only scored.
  */
-import { DIMENSIONS, extractFeatures } from './features.js';
+import { BUCKETS, DIMENSIONS, extractFeatures } from './features.js';
 import { probabilitiesOf, topTwo } from './classifier.js';
 import { split, type Corpus, type LabelledPrompt } from './corpus.js';
 import {
@@ -19,9 +22,11 @@ export interface TrainingParams {
   learningRate: number;
   l2: number;
   folds: number;
+  /** Features kept after fitting, by their largest weight in any class. */
+  keep: number;
 }
 
-export const TRAINING: TrainingParams = { seed: 20_261_124, epochs: 10, learningRate: 0.1, l2: 3e-4, folds: 5 };
+export const TRAINING: TrainingParams = { seed: 20_261_124, epochs: 10, learningRate: 0.1, l2: 3e-4, folds: 5, keep: 40_000 };
 /** Candidate unsure margins, each the top of a band of width BAND. */
 const BAND = 0.1;
 const MARGINS = [0.1, 0.2, 0.3, 0.4, 0.5];
@@ -108,6 +113,34 @@ export function fit(examples: readonly Example[], params: TrainingParams): Float
   return weights;
 }
 
+/**
+ * The features a model keeps, ascending: every structural one, and the `keep` hashed
+ * buckets whose largest weight (in absolute value, over the classes) is largest; ties by index.
+ */
+export function strongest(weights: Float64Array, keep: number): number[] {
+  const strength = (f: number) => {
+    let max = 0;
+    for (let c = 0; c < CLASSES.length; c++) max = Math.max(max, Math.abs(weights[f * CLASSES.length + c] ?? 0));
+    return max;
+  };
+  const buckets: Array<[number, number]> = [];
+  for (let f = 0; f < BUCKETS; f++) {
+    const s = strength(f);
+    if (s > 0) buckets.push([f, s]);
+  }
+  buckets.sort((a, b) => b[1] - a[1] || a[0] - b[0]);
+  const kept = buckets.slice(0, keep).map(([f]) => f);
+  for (let f = BUCKETS; f < DIMENSIONS; f++) kept.push(f);
+  return kept.sort((a, b) => a - b);
+}
+
+/** `weights` with every feature but `kept` at zero. */
+function only(weights: Float64Array, kept: readonly number[]): Float64Array {
+  const out = new Float64Array(weights.length);
+  for (const f of kept) for (let c = 0; c < CLASSES.length; c++) out[f * CLASSES.length + c] = weights[f * CLASSES.length + c] ?? 0;
+  return out;
+}
+
 /** Accuracy, recall per class and confusion[actual][predicted]. */
 export function evaluate(labels: readonly number[], predicted: readonly number[]): Evaluation {
   const confusion = CLASSES.map(() => CLASSES.map(() => 0));
@@ -137,7 +170,8 @@ export function crossValidate(examples: readonly Example[], params: TrainingPara
   order.forEach((e, i) => { fold[e] = i % params.folds; });
   const out: Float64Array[] = examples.map(() => new Float64Array(CLASSES.length));
   for (let k = 0; k < params.folds; k++) {
-    const weights = fit(examples.filter((_e, i) => fold[i] !== k), params);
+    const fitted = fit(examples.filter((_e, i) => fold[i] !== k), params);
+    const weights = only(fitted, strongest(fitted, params.keep));
     examples.forEach((example, i) => { if (fold[i] === k) out[i] = scores(weights, example); });
   }
   return out;
@@ -182,9 +216,10 @@ export function train(corpus: Corpus, params: TrainingParams = TRAINING): Traini
   const oof = crossValidate(examples, params);
   const margin = chooseMargin(oof, labels);
   const crossValidation = evaluate(labels, oof.map((p) => topTwo(p)[0]));
-  const { scales, data } = quantize(fit(examples, params));
+  const weights = fit(examples, params);
+  const { scales, kept, data } = quantize(weights, strongest(weights, params.keep));
   // Scored with the weights as shipped, through the serving path's extractor.
-  const shipped = dequantize(scales, data);
+  const shipped = dequantize(scales, kept, data);
   const scored = heldOut.map((prompt) => ({ prompt, probabilities: probabilitiesOf(shipped, extractFeatures(prompt.messages)) }));
   const file: ModelFile = {
     format: MODEL_FORMAT,
@@ -197,6 +232,7 @@ export function train(corpus: Corpus, params: TrainingParams = TRAINING): Traini
     crossValidation,
     heldOut: evaluate(scored.map((s) => CLASSES.indexOf(s.prompt.label)), scored.map((s) => topTwo(s.probabilities)[0])),
     scales,
+    kept,
     weights: data,
   };
   const crossValidationMistakes = training
