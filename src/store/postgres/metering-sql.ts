@@ -190,8 +190,9 @@ export const SQL = {
       delivered_credits = GREATEST(delivered_credits, $3), delivered_prompt_tokens = GREATEST(delivered_prompt_tokens, $4),
       delivered_completion_tokens = GREATEST(delivered_completion_tokens, $5), routed_model = $6
     WHERE id = $1 AND state = 'held'`,
-  // What the account owns now, read by a statement of its own.
+  // What key $1 settled on day $2, read by a statement of its own (a refusal's second look, see reserve).
   daySpent: `SELECT COALESCE((SELECT spent FROM key_days WHERE key_id = $1 AND day = $2), 0)::bigint AS spent`,
+  // What the account owns now, read by a statement of its own.
   ownedNow: `SELECT (${owned('$1', '$2')})::bigint AS owned`,
   // Both renewals above for many reservations at once, column by column (delivered figures null when nothing was).
   renewMany: `UPDATE reservations r SET lease_until = v.lease,
