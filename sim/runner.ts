@@ -41,6 +41,8 @@ export interface RunReport {
 }
 
 const MAX_ORDERS = 5040;
+/** Steps between two `Target.maintain()` calls (a server's vacuum and statistics). */
+const MAINTAIN_EVERY = 10_000;
 
 export async function runOps(ops: Op[], options: RunOptions): Promise<RunReport> {
   const clock = { at: START, now(): Date { return new Date(this.at); } };
@@ -58,6 +60,7 @@ export async function runOps(ops: Op[], options: RunOptions): Promise<RunReport>
       sim.model.archiveClosed();
       if ((step + 1) % options.checkEvery === 0) await invariants(target, sim.model, clock.at);
       if ((step + 1) % options.verifyEvery === 0) await verifyClean(target.stores[0]!);
+      if ((step + 1) % MAINTAIN_EVERY === 0) await target.maintain();
       if ((step + 1) % 10_000 === 0) options.onProgress?.(step + 1, performance.now() - started);
     }
     await invariants(target, sim.model, clock.at);

@@ -27,6 +27,12 @@ export interface Target {
   rows<T>(sql: string, ...params: unknown[]): Promise<T[]>;
   /** Runs `op` while another connection holds what it needs for `ms`; it must wait (and retry), then succeed. */
   contend<T>(ms: number, accountId: string, op: () => Promise<T>): Promise<T>;
+  /**
+   * What a server does on its own between operations: on PostgreSQL, VACUUM and ANALYZE
+   * (autovacuum may be off, as on this project's CI machine: a long run then reads ever
+   * more dead rows, with statistics from its first minute); nothing on SQLite.
+   */
+  maintain(): Promise<void>;
   /** Closes and reopens instance `i` (as a restarted process would). */
   reopen(i: number): Promise<void>;
   close(): Promise<void>;
@@ -58,6 +64,7 @@ export async function openTarget(options: TargetOptions): Promise<Target> {
     stores,
     rows: base.rows,
     contend: base.contend,
+    maintain: base.maintain,
     async reopen(i) {
       await stores[i]?.close();
       stores[i] = await open();
@@ -73,6 +80,7 @@ interface Base {
   url: string;
   rows<T>(sql: string, ...params: unknown[]): Promise<T[]>;
   contend<T>(ms: number, accountId: string, op: () => Promise<T>): Promise<T>;
+  maintain(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -102,6 +110,7 @@ function sqliteBase(parent = tmpdir()): Base {
         if (db().inTransaction) db().prepare('COMMIT').run();
       }
     },
+    async maintain() {},
     async close() {
       raw?.close();
       rmSync(dir, { recursive: true, force: true });
@@ -144,6 +153,11 @@ async function postgresBase(server: string | undefined): Promise<Base> {
       } finally {
         await unlock;
       }
+    },
+    async maintain() {
+      // This run's tables only (a bare VACUUM would do every schema of the database).
+      const { rows } = await raw.query<{ name: string }>(`SELECT quote_ident(tablename) AS name FROM pg_tables WHERE schemaname = current_schema()`);
+      if (rows.length > 0) await raw.query(`VACUUM (ANALYZE) ${rows.map((r) => r.name).join(', ')}`);
     },
     async close() {
       await raw.end();
