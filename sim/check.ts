@@ -37,6 +37,7 @@ interface ClaimRow { key: string; fingerprint: string; state: string; reservatio
 export async function storeSnapshot(target: Target, store: Store, model: Model, accounts: string[], names: string[], now: number): Promise<Snap> {
   const out: Snap = {};
   const keyName = new Map(Object.values(model.s.keys).map((k) => [k.id, k.name]));
+  const today = utcDay(new Date(now));
   for (const name of accounts) {
     const id = model.account(name)!.id;
     // Read at once: on PostgreSQL each is a round trip on its own connection.
@@ -47,9 +48,9 @@ export async function storeSnapshot(target: Target, store: Store, model: Model, 
       // ({held 0, revoked, no days}) whatever it did before, so each side leaves such keys out.
       target.rows<KeyRow>(`SELECT id, held, revoked_at, daily_credit_limit FROM api_keys k WHERE account_id = ?
         AND (revoked_at IS NULL OR held <> 0 OR EXISTS (SELECT 1 FROM key_days d WHERE d.key_id = k.id AND d.day = ? AND d.spent <> 0))`,
-      id, utcDay(new Date(now))),
+      id, today),
       target.rows<DayRow>(`SELECT d.key_id, d.day, d.spent FROM key_days d JOIN api_keys k ON k.id = d.key_id
-        WHERE k.account_id = ? AND d.day = ? AND d.spent > 0`, id, utcDay(new Date(now))),
+        WHERE k.account_id = ? AND d.day = ? AND d.spent > 0`, id, today),
       // By key: open reservations have an index per key (reservations_held_by_key), none per account.
       target.rows<ResRow>(`SELECT id, state, charged FROM reservations
         WHERE state = 'held' AND key_id IN (SELECT id FROM api_keys WHERE account_id = ?)`, id),
@@ -73,7 +74,6 @@ export async function storeSnapshot(target: Target, store: Store, model: Model, 
     for (const g of grants) {
       if (g.balance < 0 || g.held < 0 || g.held > g.balance) fail('no balance or hold below zero', `grant ${g.id}: balance ${g.balance}, held ${g.held}`);
     }
-    const today = utcDay(new Date(now));
     for (const k of keys) {
       if (k.held < 0) fail('no balance or hold below zero', `key ${k.id} holds ${k.held}`);
       const spent = days.find((d) => d.key_id === k.id && d.day === today)?.spent ?? 0;

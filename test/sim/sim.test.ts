@@ -55,6 +55,28 @@ forEachBackend('ledger simulation', (backend) => {
   });
 });
 
+describe('the operation generator', () => {
+  it('keeps at most 8 unrevoked keys per account over a long run, still making keys and revoking them', () => {
+    const live = new Map<string, Set<string>>();
+    let made = 0;
+    let revoked = 0;
+    const owner = new Map<string, string>();
+    for (const op of generate(20261125, 200_000, 3)) {
+      if (op.t === 'key') {
+        made++;
+        owner.set(op.k, op.a);
+        const keys = live.get(op.a) ?? new Set<string>();
+        keys.add(op.k);
+        live.set(op.a, keys);
+        assert.ok(keys.size <= 8, `account ${op.a} has ${keys.size} unrevoked keys`);
+      } else if (op.t === 'revoke') {
+        if (live.get(owner.get(op.k) ?? '')?.delete(op.k)) revoked++;
+      }
+    }
+    assert.ok(made > 100 && revoked > 100, `${made} keys made, ${revoked} revoked`);
+  });
+});
+
 /** A store that behaves as `store` but for `method`, which `replace` stands in for. */
 function broken<K extends 'settle' | 'release'>(method: K, replace: (store: Store) => Store[K]): (store: Store) => Store {
   return (store) => new Proxy(store, {

@@ -31,7 +31,7 @@ const REASONS = 3;
 const WORD_SHOWN = 32;
 
 /** Softmax of the class scores of one feature vector. */
-export function probabilitiesOf(weights: Float32Array | Float64Array, vector: FeatureVector): Float64Array {
+export function probabilitiesOf(weights: Float32Array, vector: FeatureVector): Float64Array {
   let simple = 0;
   let code = 0;
   let complex = 0;
