@@ -8,7 +8,7 @@
 import { writeFileSync } from 'node:fs';
 import { readCorpus, split } from '../src/gateway/auto/corpus.js';
 import { DEFAULT_MODEL_URL, CLASSES, type Evaluation } from '../src/gateway/auto/model.js';
-import { crossValidate, evaluate, toExample, train, TRAINING, type TrainingParams } from '../src/gateway/auto/train.js';
+import { copiesOf, crossValidate, evaluate, toExample, train, TRAINING, type TrainingParams } from '../src/gateway/auto/train.js';
 import { topTwo } from '../src/gateway/auto/classifier.js';
 
 function table(evaluation: Evaluation): string {
@@ -23,16 +23,18 @@ function table(evaluation: Evaluation): string {
 }
 
 function tune(): void {
-  const { training } = split(readCorpus().prompts);
+  const corpus = readCorpus();
+  const { training } = split(corpus.prompts);
   const examples = training.map(toExample);
   const labels = examples.map((e) => e.label);
+  const copies = copiesOf(corpus.augmented, training);
   const grid: Array<Partial<TrainingParams>> = [];
   for (const learningRate of [0.05, 0.1, 0.2]) {
     for (const l2 of [1e-5, 1e-4, 3e-4, 1e-3]) for (const epochs of [5, 10, 20]) grid.push({ learningRate, l2, epochs });
   }
   for (const change of grid) {
     const params = { ...TRAINING, ...change };
-    const oof = crossValidate(examples, params);
+    const oof = crossValidate(examples, params, copies);
     const result = evaluate(labels, oof.map((p) => topTwo(p)[0]));
     const recalls = CLASSES.map((c) => `${c} ${((result.perClass[c] ?? 0) * 100).toFixed(1)}`).join(', ');
     console.log(`${JSON.stringify(change)}: cv accuracy ${(result.accuracy * 100).toFixed(2)}% (${recalls})`);
@@ -45,7 +47,7 @@ function main(): void {
   const result = train(readCorpus());
   writeFileSync(DEFAULT_MODEL_URL, result.text);
   const { file } = result;
-  console.log(`corpus ${file.corpus.prompts} prompts (sha256 ${file.corpus.sha256.slice(0, 12)}…): ${file.corpus.training} training, ${file.corpus.heldOut} held out`);
+  console.log(`corpus ${file.corpus.prompts} prompts (sha256 ${file.corpus.sha256.slice(0, 12)}…): ${file.corpus.training} training, ${file.corpus.heldOut} held out; ${file.corpus.augmented} augmented copies of training prompts`);
   console.log(`${file.training.folds}-fold cross-validation on the training set: accuracy ${(file.crossValidation.accuracy * 100).toFixed(2)}%; unsure margin ${file.margin}`);
   console.log(`\nheld-out accuracy ${(file.heldOut.accuracy * 100).toFixed(2)}% over ${file.heldOut.prompts} prompts\n${table(file.heldOut)}`);
   const unsure = result.heldOut.filter(({ probabilities: p }) => {

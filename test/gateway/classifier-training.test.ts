@@ -10,10 +10,11 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { HELD_OUT_SHARE, readCorpus, split } from '../../src/gateway/auto/corpus.js';
-import { AutoModelError, CLASSES, DEFAULT_MODEL_URL, loadAutoModel } from '../../src/gateway/auto/model.js';
-import { STRUCTURAL } from '../../src/gateway/auto/features.js';
-import { train, TRAINING } from '../../src/gateway/auto/train.js';
+import { CorpusError, HELD_OUT_SHARE, readCorpus, split, splitKey } from '../../src/gateway/auto/corpus.js';
+import { AutoModelError, CLASSES, DEFAULT_MODEL_URL, keptCount, loadAutoModel } from '../../src/gateway/auto/model.js';
+import { DIMENSIONS, STRUCTURAL } from '../../src/gateway/auto/features.js';
+import { crossValidate, prng, train, TRAINING, type Example } from '../../src/gateway/auto/train.js';
+import { topTwo } from '../../src/gateway/auto/classifier.js';
 
 describe('svc-auto training', () => {
   const corpus = readCorpus();
@@ -31,7 +32,8 @@ describe('svc-auto training', () => {
     assert.equal(model.file.corpus.prompts, corpus.prompts.length);
     // Hundreds of KB, not megabytes: the kept features (TRAINING.keep) bound it, whatever the hash size.
     assert.ok(readFileSync(DEFAULT_MODEL_URL).length < 600 * 1024);
-    assert.equal(Buffer.from(model.file.kept, 'base64').length / 4, TRAINING.keep + STRUCTURAL.length);
+    assert.equal(keptCount(model.file.kept), TRAINING.keep + STRUCTURAL.length);
+    assert.equal(model.file.corpus.augmented, corpus.augmented.length);
   });
 
   it('splits once: held-out and training are disjoint, each class at least 20% held out', () => {
@@ -60,17 +62,78 @@ describe('loading the weights file', () => {
 
   it('refuses a file that is not JSON, not a model, or truncated', () => {
     const good = JSON.parse(readFileSync(DEFAULT_MODEL_URL, 'utf8')) as { weights: string; features: { hashBits: number } };
-    const descending = Buffer.from(Uint32Array.from([5, 3]).buffer).toString('base64');
+    const bitmap = Buffer.from((good as unknown as { kept: string }).kept, 'base64');
+    const beyond = Buffer.from(bitmap);
+    beyond[beyond.length - 1] = 0xff;
     const cases: Array<[string, string, RegExp]> = [
       ['broken.json', '{"format": ', /broken\.json: .*JSON/],
       ['other.json', '{"hello": "world"}', /other\.json: not an svc-auto model file/],
       ['short.json', JSON.stringify({ ...good, weights: good.weights.slice(0, 100) }), /short\.json: weights hold \d+ bytes/],
-      ['order.json', JSON.stringify({ ...good, kept: descending, weights: Buffer.alloc(12).toString('base64') }), /order\.json: kept feature 1 is 3: not ascending/],
+      ['bitmap.json', JSON.stringify({ ...good, kept: bitmap.subarray(1).toString('base64') }), new RegExp(`bitmap\\.json: kept holds \\d+ bytes, not a bitmap of ${DIMENSIONS} features`)],
+      ['beyond.json', JSON.stringify({ ...good, kept: beyond.toString('base64') }), /beyond\.json: kept marks features beyond the last one/],
       ['features.json', JSON.stringify({ ...good, features: { ...good.features, hashBits: 12 } }), /features\.json: .*other features/],
     ];
     for (const [name, text, pattern] of cases) {
       writeFileSync(join(dir, name), text);
       assert.throws(() => loadAutoModel(pathToFileURL(join(dir, name))), (err: Error) => err instanceof AutoModelError && pattern.test(err.message), name);
     }
+  });
+});
+
+describe('augmented prompts (data/auto/corpus/augmented.jsonl)', () => {
+  const line = (id: string, label: string, content: string, extra: object = {}) =>
+    JSON.stringify({ id, label, messages: [{ role: 'user', content }], ...extra });
+  // Ids on each side of the split, found by the split's own hash.
+  const ids = Array.from({ length: 400 }, (_v, i) => `t-${i}`);
+  const trainingId = ids.find((id) => splitKey(id) >= HELD_OUT_SHARE) ?? '';
+  const heldOutId = ids.find((id) => splitKey(id) < HELD_OUT_SHARE) ?? '';
+
+  function corpusDir(augmented: string[] | undefined): URL {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-auto-corpus-'));
+    writeFileSync(join(dir, 'simple.jsonl'), `${line(trainingId, 'simple', 'what is the capital of Peru?')}\n${line(heldOutId, 'simple', 'hi there')}\n`);
+    writeFileSync(join(dir, 'code.jsonl'), `${line('c-1', 'code', 'write a bash loop')}\n`);
+    writeFileSync(join(dir, 'complex.jsonl'), `${line('x-1', 'complex', 'prove it')}\n`);
+    if (augmented) writeFileSync(join(dir, 'augmented.jsonl'), augmented.join('\n'));
+    return pathToFileURL(`${dir}/`);
+  }
+
+  it('reads copies of training prompts, apart from the corpus, and hashes them with it', () => {
+    const copy = line('a-1', 'simple', '¿cuál es la capital de Perú?', { source: trainingId, how: 'translation: Spanish' });
+    const corpus = readCorpus(corpusDir([copy]));
+    assert.equal(corpus.prompts.length, 4);
+    assert.deepEqual(corpus.augmented.map((a) => [a.id, a.source, a.how, a.label]), [['a-1', trainingId, 'translation: Spanish', 'simple']]);
+    assert.notEqual(corpus.sha256, readCorpus(corpusDir(undefined)).sha256);
+    assert.deepEqual(readCorpus(corpusDir(undefined)).augmented, []);
+  });
+
+  it('refuses a copy of a held-out prompt, of no prompt, with another label, a reused id or no how', () => {
+    const cases: Array<[string, RegExp]> = [
+      [line('a-1', 'simple', 'hola', { source: heldOutId, how: 'translation: Spanish' }), new RegExp(`augmented\\.jsonl:1: source ${heldOutId} is held out`)],
+      [line('a-1', 'simple', 'hola', { source: 'nope', how: 'terse' }), /augmented\.jsonl:1: source nope is not a corpus prompt/],
+      [line('a-1', 'code', 'hola', { source: trainingId, how: 'terse' }), new RegExp(`augmented\\.jsonl:1: label code, but its source ${trainingId} is simple`)],
+      [line('c-1', 'simple', 'hola', { source: trainingId, how: 'terse' }), /augmented\.jsonl:1: duplicate id c-1/],
+      [line('a-1', 'simple', 'hola', { source: trainingId }), /augmented\.jsonl:1: how: /],
+      ['{"id": ', /augmented\.jsonl:1: not JSON/],
+    ];
+    for (const [text, pattern] of cases) {
+      assert.throws(() => readCorpus(corpusDir([text])), (err: Error) => err instanceof CorpusError && pattern.test(err.message), text);
+    }
+  });
+
+  it('cross-validation never scores a prompt with a model trained on its copy', () => {
+    // Each prompt has one feature of its own and a random label: nothing else predicts it.
+    // Scored out of fold, it is a guess (about a third right); were its copy (the same
+    // feature, the same label) trained on in the fold that scores it, most would be right.
+    const random = prng(7);
+    const examples: Example[] = Array.from({ length: 300 }, (_v, i) => ({
+      index: Int32Array.of(i), value: Float64Array.of(1), label: Math.floor(random() * 3),
+    }));
+    const copies = { examples: examples.map((e) => ({ ...e })), source: examples.map((_e, i) => i) };
+    const params = { ...TRAINING, keep: 1_000 };
+    const right = (oof: Float64Array[]) => oof.filter((p, i) => topTwo(p)[0] === examples[i]?.label).length / examples.length;
+    assert.ok(right(crossValidate(examples, params, copies)) < 0.5, 'a copy trained the fold that scores its source');
+    // The check can fail: copies that name the wrong source land in other folds than their prompt's.
+    const misnamed = { examples: copies.examples, source: copies.source.map((s) => (s + 137) % examples.length) };
+    assert.ok(right(crossValidate(examples, params, misnamed)) > 0.6);
   });
 });

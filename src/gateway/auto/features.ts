@@ -21,7 +21,7 @@
  */
 import type { ChatMessage } from '../../providers/types.js';
 
-export const HASH_BITS = 18;
+export const HASH_BITS = 19;
 export const BUCKETS = 1 << HASH_BITS;
 export const LAST_HEAD_CHARS = 6_000;
 export const LAST_TAIL_CHARS = 2_000;

@@ -5,13 +5,15 @@
  * weights each step touches; a fixed seed orders the examples of each epoch (no
  * Math.random, no clock). Then only the `keep` features with the largest weights stay
  * (and every structural one): most hashed buckets carry noise, and the file stays small.
+ * The corpus's augmented prompts (translations of training prompts) train beside their
+ * sources; cross-validation keeps each in its source's fold.
  * The hyper-parameters and the unsure margin were chosen by k-fold cross-validation on
  * the training set only (cross-validation prunes each fold's model as the shipped one
  * is pruned); the held-out set is only scored.
  */
 import { BUCKETS, DIMENSIONS, extractFeatures } from './features.js';
 import { probabilitiesOf, topTwo } from './classifier.js';
-import { split, type Corpus, type LabelledPrompt } from './corpus.js';
+import { split, type AugmentedPrompt, type Corpus, type LabelledPrompt } from './corpus.js';
 import {
   CLASSES, dequantize, featureConfig, MODEL_FORMAT, MODEL_VERSION, quantize, serializeModel, type Evaluation, type ModelFile,
 } from './model.js';
@@ -26,7 +28,7 @@ export interface TrainingParams {
   keep: number;
 }
 
-export const TRAINING: TrainingParams = { seed: 20_261_124, epochs: 10, learningRate: 0.1, l2: 3e-4, folds: 5, keep: 40_000 };
+export const TRAINING: TrainingParams = { seed: 20_261_124, epochs: 10, learningRate: 0.1, l2: 3e-4, folds: 5, keep: 120_000 };
 /** Candidate unsure margins, each the top of a band of width BAND. */
 const BAND = 0.1;
 const MARGINS = [0.1, 0.2, 0.3, 0.4, 0.5];
@@ -163,19 +165,35 @@ function round4(x: number): number {
   return Math.round(x * 10_000) / 10_000;
 }
 
-/** Out-of-fold probabilities over the training set (k-fold, folds by a seeded shuffle). */
-export function crossValidate(examples: readonly Example[], params: TrainingParams): Float64Array[] {
+/** Extra training examples, each a copy of examples[source] said another way. */
+export interface Copies {
+  examples: readonly Example[];
+  source: readonly number[];
+}
+
+/**
+ * Out-of-fold probabilities over the training set (k-fold, folds by a seeded shuffle).
+ * A copy trains only in the folds that train its source: a fold is never scored on a
+ * prompt whose translation the model was trained on.
+ */
+export function crossValidate(examples: readonly Example[], params: TrainingParams, copies: Copies = NO_COPIES): Float64Array[] {
   const order = shuffled(examples.length, prng(params.seed ^ 0x5f3759df));
   const fold = new Int32Array(examples.length);
   order.forEach((e, i) => { fold[e] = i % params.folds; });
   const out: Float64Array[] = examples.map(() => new Float64Array(CLASSES.length));
   for (let k = 0; k < params.folds; k++) {
-    const fitted = fit(examples.filter((_e, i) => fold[i] !== k), params);
+    const fitting = [
+      ...examples.filter((_e, i) => fold[i] !== k),
+      ...copies.examples.filter((_e, i) => fold[copies.source[i] ?? 0] !== k),
+    ];
+    const fitted = fit(fitting, params);
     const weights = only(fitted, strongest(fitted, params.keep));
     examples.forEach((example, i) => { if (fold[i] === k) out[i] = scores(weights, example); });
   }
   return out;
 }
+
+const NO_COPIES: Copies = { examples: [], source: [] };
 
 /**
  * The unsure margin: the top of the highest band of top-two gaps, [margin − BAND, margin),
@@ -209,14 +227,26 @@ export interface TrainingResult {
   crossValidationMistakes: Array<{ prompt: LabelledPrompt; probabilities: Float64Array }>;
 }
 
+/** The augmented prompts as examples, each with its source's position in `training`. */
+export function copiesOf(augmented: readonly AugmentedPrompt[], training: readonly LabelledPrompt[]): Copies {
+  const position = new Map(training.map((p, i) => [p.id, i]));
+  const source = augmented.map((a) => {
+    const at = position.get(a.source);
+    if (at === undefined) throw new Error(`augmented prompt ${a.id}: its source ${a.source} is not a training prompt`);
+    return at;
+  });
+  return { examples: augmented.map(toExample), source };
+}
+
 export function train(corpus: Corpus, params: TrainingParams = TRAINING): TrainingResult {
   const { training, heldOut } = split(corpus.prompts);
   const examples = training.map(toExample);
   const labels = examples.map((e) => e.label);
-  const oof = crossValidate(examples, params);
+  const copies = copiesOf(corpus.augmented, training);
+  const oof = crossValidate(examples, params, copies);
   const margin = chooseMargin(oof, labels);
   const crossValidation = evaluate(labels, oof.map((p) => topTwo(p)[0]));
-  const weights = fit(examples, params);
+  const weights = fit([...examples, ...copies.examples], params);
   const { scales, kept, data } = quantize(weights, strongest(weights, params.keep));
   // Scored with the weights as shipped, through the serving path's extractor.
   const shipped = dequantize(scales, kept, data);
@@ -226,7 +256,9 @@ export function train(corpus: Corpus, params: TrainingParams = TRAINING): Traini
     version: MODEL_VERSION,
     classes: [...CLASSES],
     features: featureConfig(),
-    corpus: { sha256: corpus.sha256, prompts: corpus.prompts.length, training: training.length, heldOut: heldOut.length },
+    corpus: {
+      sha256: corpus.sha256, prompts: corpus.prompts.length, training: training.length, heldOut: heldOut.length, augmented: copies.examples.length,
+    },
     training: { ...params },
     margin,
     crossValidation,
