@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { CorpusError, HELD_OUT_SHARE, readCorpus, split, splitKey } from '../../src/gateway/auto/corpus.js';
+import { CorpusError, HELD_OUT_SHARE, isHeldOut, readCorpus, split } from '../../src/gateway/auto/corpus.js';
 import { AutoModelError, CLASSES, DEFAULT_MODEL_URL, keptCount, loadAutoModel } from '../../src/gateway/auto/model.js';
 import { DIMENSIONS, STRUCTURAL } from '../../src/gateway/auto/features.js';
 import { crossValidate, prng, train, TRAINING, type Example } from '../../src/gateway/auto/train.js';
@@ -85,8 +85,8 @@ describe('augmented prompts (data/auto/corpus/augmented.jsonl)', () => {
     JSON.stringify({ id, label, messages: [{ role: 'user', content }], ...extra });
   // Ids on each side of the split, found by the split's own hash.
   const ids = Array.from({ length: 400 }, (_v, i) => `t-${i}`);
-  const trainingId = ids.find((id) => splitKey(id) >= HELD_OUT_SHARE) ?? '';
-  const heldOutId = ids.find((id) => splitKey(id) < HELD_OUT_SHARE) ?? '';
+  const trainingId = ids.find((id) => !isHeldOut(id)) ?? '';
+  const heldOutId = ids.find((id) => isHeldOut(id)) ?? '';
 
   function corpusDir(augmented: string[] | undefined): URL {
     const dir = mkdtempSync(join(tmpdir(), 'svc-auto-corpus-'));

@@ -88,7 +88,7 @@ function readAugmented(file: URL, prompts: readonly LabelledPrompt[], ids: Set<s
     ids.add(prompt.id);
     const source = byId.get(prompt.source);
     if (!source) throw new CorpusError(`${where}: source ${prompt.source} is not a corpus prompt`);
-    if (splitKey(source.id) < HELD_OUT_SHARE) throw new CorpusError(`${where}: source ${prompt.source} is held out; only training prompts may be copied`);
+    if (isHeldOut(source.id)) throw new CorpusError(`${where}: source ${prompt.source} is held out; only training prompts may be copied`);
     if (source.label !== prompt.label) throw new CorpusError(`${where}: label ${prompt.label}, but its source ${prompt.source} is ${source.label}`);
     augmented.push({ id: prompt.id, source: prompt.source, how: prompt.how, label: prompt.label, messages: prompt.messages });
   }
@@ -119,15 +119,20 @@ function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
 }
 
 /** Where the split puts a prompt: its seeded hash as a share of the hash range. */
-export function splitKey(id: string): number {
+function splitKey(id: string): number {
   return createHash('sha256').update(`${SPLIT_SEED}:${id}`).digest().readUInt32BE(0) / 2 ** 32;
+}
+
+/** The split's one rule: a prompt is held out when its seeded hash falls in the lowest HELD_OUT_SHARE. */
+export function isHeldOut(id: string): boolean {
+  return splitKey(id) < HELD_OUT_SHARE;
 }
 
 /** Training and held-out sets, each in id order. */
 export function split(prompts: readonly LabelledPrompt[]): { training: LabelledPrompt[]; heldOut: LabelledPrompt[] } {
   const sorted = [...prompts].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   return {
-    training: sorted.filter((p) => splitKey(p.id) >= HELD_OUT_SHARE),
-    heldOut: sorted.filter((p) => splitKey(p.id) < HELD_OUT_SHARE),
+    training: sorted.filter((p) => !isHeldOut(p.id)),
+    heldOut: sorted.filter((p) => isHeldOut(p.id)),
   };
 }
