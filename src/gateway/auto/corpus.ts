@@ -3,9 +3,10 @@
  * line: `{"id", "label", "messages": [{role, content}…]}`) and its one split.
  *
  * Beside it, data/auto/corpus/augmented.jsonl: training prompts said again another way
- * (the shipped file holds translations into other languages), each naming its `source`. They only ever train: a source must be a training prompt with the same
- * label, so no held-out prompt has a copy on the training side. They are not counted as
- * corpus prompts, and cross-validation keeps each one in its source's fold.
+ * (the shipped file holds translations into other languages), each naming its `source`.
+ * They only ever train: a source must be a training prompt with the same label, so no
+ * held-out prompt has a copy on the training side. They are not counted as corpus
+ * prompts, and cross-validation keeps each one in its source's fold.
  *
  * The split: each prompt goes to the held-out set when the seeded hash of its id falls in
  * the lowest HELD_OUT_SHARE of the hash range. That is a seeded shuffle of each class
