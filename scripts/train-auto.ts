@@ -32,6 +32,8 @@ function tune(): void {
   for (const learningRate of [0.05, 0.1, 0.2]) {
     for (const l2 of [1e-5, 1e-4, 3e-4, 1e-3]) for (const epochs of [5, 10, 20]) grid.push({ learningRate, l2, epochs });
   }
+  // How many buckets to keep: the file grows with it (two int8 a bucket).
+  for (const keep of [120_000, 160_000, 200_000, 250_000, 300_000]) grid.push({ keep });
   for (const change of grid) {
     const params = { ...TRAINING, ...change };
     const oof = crossValidate(examples, params, copies);

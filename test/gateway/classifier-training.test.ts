@@ -11,19 +11,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CorpusError, HELD_OUT_SHARE, isHeldOut, readCorpus, split } from '../../src/gateway/auto/corpus.js';
-import { AutoModelError, CLASSES, DEFAULT_MODEL_URL, keptCount, loadAutoModel } from '../../src/gateway/auto/model.js';
-import { DIMENSIONS, STRUCTURAL } from '../../src/gateway/auto/features.js';
+import { AutoModelError, CLASSES, DEFAULT_MODEL_URL, dequantize, keptCount, loadAutoModel, quantize } from '../../src/gateway/auto/model.js';
+import { DIMENSIONS, extractFeatures, STRUCTURAL } from '../../src/gateway/auto/features.js';
 import { crossValidate, prng, train, TRAINING, type Example } from '../../src/gateway/auto/train.js';
-import { topTwo } from '../../src/gateway/auto/classifier.js';
+import { probabilitiesOf, topTwo } from '../../src/gateway/auto/classifier.js';
 
 describe('svc-auto training', () => {
   const corpus = readCorpus();
 
+  // The shipped file was written by another process (`npm run train:auto`): the same bytes
+  // from this one show that training is deterministic and that the file is its output.
   it('is deterministic, and data/auto/model.json is exactly what it produces', () => {
-    const first = train(corpus).text;
-    const second = train(corpus).text;
-    assert.equal(first, second, 'two trainings on one corpus differ');
-    assert.ok(first === readFileSync(DEFAULT_MODEL_URL, 'utf8'), 'data/auto/model.json is not what `npm run train:auto` writes from data/auto/corpus: retrain and commit it');
+    const text = train(corpus).text;
+    assert.ok(text === readFileSync(DEFAULT_MODEL_URL, 'utf8'),
+      'data/auto/model.json is not what training on data/auto/corpus gives: training is not deterministic, or the file is stale (run `npm run train:auto` and commit it)');
   });
 
   it('records the corpus it was trained on, and stays small', () => {
@@ -31,7 +32,7 @@ describe('svc-auto training', () => {
     assert.equal(model.file.corpus.sha256, corpus.sha256);
     assert.equal(model.file.corpus.prompts, corpus.prompts.length);
     // Hundreds of KB, not megabytes: the kept features (TRAINING.keep) bound it, whatever the hash size.
-    assert.ok(readFileSync(DEFAULT_MODEL_URL).length < 600 * 1024);
+    assert.ok(readFileSync(DEFAULT_MODEL_URL).length < 800 * 1024);
     assert.equal(keptCount(model.file.kept), TRAINING.keep + STRUCTURAL.length);
     assert.equal(model.file.corpus.augmented, corpus.augmented.length);
   });
@@ -49,6 +50,26 @@ describe('svc-auto training', () => {
     }
     // The same prompts in another order split the same way.
     assert.deepEqual(split([...corpus.prompts].reverse()), { training, heldOut });
+  });
+});
+
+describe('the weights file\'s encoding', () => {
+  it('stores each feature\'s weights relative to the first class\'s, and gives the same probabilities', () => {
+    const random = prng(7);
+    const weights = new Float64Array(CLASSES.length * DIMENSIONS);
+    const messages = [{ role: 'user' as const, content: 'Write a Dockerfile for a Node app, then estimate how many users one box serves?' }];
+    const vector = extractFeatures(messages);
+    const kept = [...new Set(Array.from(vector.index))].sort((a, b) => a - b);
+    // Each class's weights on their own offset: only the differences between classes matter.
+    for (const f of kept) CLASSES.forEach((_c, c) => { weights[f * CLASSES.length + c] = random() * 4 - 2 + 3 * c; });
+    const full = probabilitiesOf(Float32Array.from(weights), vector);
+    const { scales, kept: bitmap, data } = quantize(weights, kept);
+    assert.equal(scales.length, CLASSES.length - 1);
+    assert.equal(Buffer.from(data, 'base64').length, kept.length * (CLASSES.length - 1));
+    const shipped = dequantize(scales, bitmap, data);
+    for (const f of kept) assert.equal(shipped[f * CLASSES.length], 0);
+    const stored = probabilitiesOf(shipped, vector);
+    CLASSES.forEach((_c, c) => assert.ok(Math.abs((full[c] ?? 0) - (stored[c] ?? 0)) < 0.02, `${c}: ${full[c]} vs ${stored[c]}`));
   });
 });
 

@@ -56,8 +56,8 @@ const CODE: string[] = [
 const COMPLEX: string[] = [
   // The hard cases. One of them is no longer here: the mislabelled-boxes puzzle
   // ("Three boxes are labelled apples, oranges and mixed, and every label is wrong…"),
-  // which the model trained on the 22,464-prompt corpus sends to simple (0.71): "label"
-  // and "fruit" are words of classification tasks. The README lists it among the misses.
+  // which the model trained on the 37,924-prompt corpus still sends to simple (0.83):
+  // "label" is a word of classification tasks. The README lists it among the misses.
   'If I roll two dice, what is the probability that the sum is at least 10? Explain your reasoning.',
   'Should we lease a van for 450 euros a month or buy a used one for 14,000 euros with about 1,200 a year in repairs, ' +
     'if we need it for four years? Walk through the numbers and recommend one.',

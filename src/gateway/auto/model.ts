@@ -1,8 +1,9 @@
 /**
  * svc-auto's weights file (`data/auto/model.json`): what the training script writes and
  * the gateway loads once at boot. Only the features training kept are stored (a bitmap
- * over all features), each with its three weights as int8, one scale per class, both
- * base64, so the file stays a few hundred KB. Loaded, the weights are dense (float32) for lookup.
+ * over all features), each with its weights relative to the first class's as int8 (see
+ * STORED_CLASSES), one scale per stored class, both base64, so the file stays a few hundred
+ * KB. Loaded, the weights are dense (float32) for lookup.
  */
 import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
@@ -15,7 +16,7 @@ import {
 export const CLASSES = ['simple', 'code', 'complex'] as const;
 export type PromptClass = (typeof CLASSES)[number];
 export const MODEL_FORMAT = 'svc-auto/logistic-regression';
-export const MODEL_VERSION = 3;
+export const MODEL_VERSION = 4;
 export const DEFAULT_MODEL_URL = new URL('../../../data/auto/model.json', import.meta.url);
 
 /** The extractor's settings, stored in the file: a model trained on other features is refused. */
@@ -69,15 +70,19 @@ const modelFileSchema = z.object({
   margin: z.number().min(0).max(1),
   crossValidation: evaluationSchema,
   heldOut: evaluationSchema,
-  scales: z.array(z.number().positive()).length(CLASSES.length),
+  /** One per stored class: CLASSES after the first. */
+  scales: z.array(z.number().positive()).length(CLASSES.length - 1),
   /** The kept features: a bitmap over all of them, bit f in byte f >> 3 at 1 << (f & 7). */
   kept: z.string(),
-  /** Their weights, CLASSES.length int8 per kept feature, in ascending feature order. */
+  /** Their weights, STORED_CLASSES int8 per kept feature, in ascending feature order. */
   weights: z.string(),
 });
 export type ModelFile = z.infer<typeof modelFileSchema>;
 
-/** A loaded model: weights[f * CLASSES.length + c], zero for every feature not kept. */
+/**
+ * A loaded model: weights[f * CLASSES.length + c], relative to the first class's (which is
+ * 0), zero for every feature not kept.
+ */
 export interface AutoModel {
   file: ModelFile;
   weights: Float32Array;
@@ -92,23 +97,35 @@ export class AutoModelError extends Error {
 const BITMAP_BYTES = Math.ceil(DIMENSIONS / 8);
 
 /**
+ * The classes whose weights the file stores: all but the first. Softmax is the same when
+ * every class's weight of a feature moves by one amount, so each feature's weights are
+ * stored minus the first class's, whose own is then always 0: the same probabilities (and
+ * reasons, which compare each class with the average) from two numbers a feature, not three.
+ */
+const STORED_CLASSES = CLASSES.length - 1;
+
+/** A feature's weight for class `c` (≥ 1) relative to the first class's. */
+function relative(weights: Float64Array, f: number, c: number): number {
+  return (weights[f * CLASSES.length + c] ?? 0) - (weights[f * CLASSES.length] ?? 0);
+}
+
+/**
  * What the file stores of `weights`: a bitmap of the `kept` features, then for each kept
- * feature in ascending order its weights as int8, with a scale per class. int8 costs no
- * accuracy here (cross-validation scores int8, int16 and float weights alike), and lets
- * the file hold three times the features int16 with uint32 indices did, in the same size.
+ * feature in ascending order its relative weights as int8, with a scale per stored class.
+ * int8 costs no accuracy here (cross-validation scores int8, int16 and float weights alike).
  */
 export function quantize(weights: Float64Array, kept: readonly number[]): { scales: number[]; kept: string; data: string } {
   const bitmap = Buffer.alloc(BITMAP_BYTES);
   for (const f of kept) bitmap[f >> 3] = (bitmap[f >> 3] ?? 0) | (1 << (f & 7));
   const order = [...kept].sort((a, b) => a - b);
-  const bytes = Buffer.alloc(order.length * CLASSES.length);
-  const scales = CLASSES.map((_c, c) => {
+  const bytes = Buffer.alloc(order.length * STORED_CLASSES);
+  const scales = Array.from({ length: STORED_CLASSES }, (_v, s) => {
     let max = 0;
-    for (const f of order) max = Math.max(max, Math.abs(weights[f * CLASSES.length + c] ?? 0));
+    for (const f of order) max = Math.max(max, Math.abs(relative(weights, f, s + 1)));
     const scale = Number(((max || 1) / 127).toPrecision(8));
     order.forEach((f, k) => {
-      const q = Math.max(-127, Math.min(127, Math.round((weights[f * CLASSES.length + c] ?? 0) / scale)));
-      bytes.writeInt8(q, k * CLASSES.length + c);
+      const q = Math.max(-127, Math.min(127, Math.round(relative(weights, f, s + 1) / scale)));
+      bytes.writeInt8(q, k * STORED_CLASSES + s);
     });
     return scale;
   });
@@ -123,14 +140,15 @@ export function dequantize(scales: readonly number[], kept: string, data: string
   const last = bitmap[BITMAP_BYTES - 1] ?? 0;
   if (DIMENSIONS % 8 !== 0 && last >> (DIMENSIONS % 8) !== 0) throw new AutoModelError(`kept marks features beyond the last one (${DIMENSIONS - 1})`);
   const count = bitsSet(bitmap);
-  if (bytes.length !== count * CLASSES.length) {
-    throw new AutoModelError(`weights hold ${bytes.length} bytes, expected ${count * CLASSES.length} for ${count} kept features`);
+  if (bytes.length !== count * STORED_CLASSES) {
+    throw new AutoModelError(`weights hold ${bytes.length} bytes, expected ${count * STORED_CLASSES} for ${count} kept features`);
   }
   const weights = new Float32Array(CLASSES.length * DIMENSIONS);
   let k = 0;
   for (let f = 0; f < DIMENSIONS; f++) {
     if (((bitmap[f >> 3] ?? 0) & (1 << (f & 7))) === 0) continue;
-    for (let c = 0; c < CLASSES.length; c++) weights[f * CLASSES.length + c] = bytes.readInt8(k * CLASSES.length + c) * (scales[c] ?? 0);
+    // The first class's weight stays 0: the stored ones are relative to it.
+    for (let s = 0; s < STORED_CLASSES; s++) weights[f * CLASSES.length + s + 1] = bytes.readInt8(k * STORED_CLASSES + s) * (scales[s] ?? 0);
     k++;
   }
   return weights;

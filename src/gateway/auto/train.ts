@@ -28,7 +28,7 @@ export interface TrainingParams {
   keep: number;
 }
 
-export const TRAINING: TrainingParams = { seed: 20_261_124, epochs: 10, learningRate: 0.1, l2: 3e-4, folds: 5, keep: 120_000 };
+export const TRAINING: TrainingParams = { seed: 20_261_124, epochs: 10, learningRate: 0.1, l2: 3e-4, folds: 5, keep: 250_000 };
 /** Candidate unsure margins, each the top of a band of width BAND. */
 const BAND = 0.1;
 const MARGINS = [0.1, 0.2, 0.3, 0.4, 0.5];
