@@ -1,8 +1,9 @@
 /**
  * svc-auto's training is reproducible and the shipped weights are its output: training on
- * the committed corpus twice gives the same bytes, and those bytes are data/auto/model.json.
- * Also: the split keeps every held-out prompt out of training, and a missing or broken
- * weights file is one clear error at boot.
+ * the committed corpus here gives the bytes `npm run train:auto` wrote to
+ * data/auto/model.json in another process. Also: the file's relative int8 encoding keeps
+ * the probabilities, the split keeps every held-out prompt out of training, and a missing
+ * or broken weights file is one clear error at boot.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
